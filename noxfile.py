@@ -1,0 +1,316 @@
+"""Every workflow of the repository: ``python3 tools/nox -l`` lists them.
+
+Packages are found, not listed: the core (``shared/``, ``paperstack-core``) plus every
+``packages/*/pyproject.toml``. Each package session runs in its own fresh virtual environment
+(uv), so a package that forgets a dependency fails here rather than on a user's machine.
+
+Every install passes ``-c tools/constraints.txt`` and uv sees pip's find-links (``UV_FIND_LINKS``
+from ``PIP_FIND_LINKS``), so torch resolves to the local CPU wheel and nothing pulls a CUDA build.
+
+    python3 tools/nox -t test                           # everything CI runs
+    python3 tools/nox -s reproduce                      # every demo, then reports/index.md
+    python3 tools/nox -s "tests(package='nf12-format')" # one package
+    python3 tools/nox -s "tests(package='nf12-format')" -- -m slow   # its slow tests
+    PAPERSTACK_CHANGED_SINCE=origin/main python3 tools/nox -t test   # only what a change touches
+
+Sessions tagged ``test`` (what ``.ci/run`` runs): lint, typecheck, tests, tools, isolation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools"))
+from _repo import CONSTRAINTS, CORE_DIST, Package, RepoError, changed_packages, discover  # noqa: E402
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv"
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = []  # plain `nox` lists nothing to run; pick with -s or -t
+
+CONSTRAINTS_FILE = ROOT / CONSTRAINTS
+REPORTS = ROOT / "reports"
+DIST_DIR = ROOT / "dist"
+# Extensionless Python scripts ruff would not find on its own.
+SCRIPTS = ["tools/nox", "tools/new-package", "tools/changed-packages", "tools/release"]
+
+
+def _packages() -> list[Package]:
+    """All packages, or with PAPERSTACK_CHANGED_SINCE=<ref> only those changed since that ref
+    (the rule of tools/changed-packages: the core and the tooling count as every package)."""
+    packages = discover(ROOT)
+    since = os.environ.get("PAPERSTACK_CHANGED_SINCE", "").strip()
+    if since:
+        try:
+            packages = changed_packages(since, ROOT)
+        except RepoError as exc:
+            sys.exit(f"noxfile: error: PAPERSTACK_CHANGED_SINCE={since}: {exc}")
+        names = ", ".join(p.dist for p in packages) or "none"
+        print(f"noxfile: PAPERSTACK_CHANGED_SINCE={since}: {names}", file=sys.stderr)
+    return packages
+
+
+PACKAGES = {p.dist: p for p in _packages()}
+ALL = list(PACKAGES)
+WITH_CLI = [d for d, p in PACKAGES.items() if p.cli]
+METHODS = [d for d, p in PACKAGES.items() if p.cli and not p.is_core]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _find_links() -> str:
+    """pip's find-links as uv wants them (comma-separated), or "" when there are none."""
+    if os.environ.get("UV_FIND_LINKS"):
+        return os.environ["UV_FIND_LINKS"]
+    links = os.environ.get("PIP_FIND_LINKS", "").split()
+    if not links:  # also honour a pip.conf find-links (this is how some machines set it)
+        try:
+            out = subprocess.run(
+                [sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=30,
+            ).stdout
+            links = out.split()
+        except (OSError, subprocess.SubprocessError):
+            links = []
+    return ",".join(links)
+
+
+_FIND_LINKS = _find_links()
+
+
+def _guard(session: nox.Session) -> None:
+    """Point every install of the session (uv, pip, build back-ends) at the constraints and the
+    local wheels. Called first in every session."""
+    constraints = str(CONSTRAINTS_FILE)
+    session.env["UV_CONSTRAINT"] = constraints
+    session.env["UV_BUILD_CONSTRAINT"] = constraints
+    session.env["PIP_CONSTRAINT"] = constraints
+    session.env["UV_PYTHON_DOWNLOADS"] = "never"
+    if _FIND_LINKS:
+        session.env["UV_FIND_LINKS"] = _FIND_LINKS
+        session.env["PIP_FIND_LINKS"] = _FIND_LINKS.replace(",", " ")
+    session.env.setdefault("MPLBACKEND", "Agg")
+    session.env.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _install(session: nox.Session, *args: str) -> None:
+    session.install("-c", str(CONSTRAINTS_FILE), *args)
+
+
+def _install_projects(session: nox.Session, pkg: Package, extras: tuple[str, ...]) -> None:
+    """The core (and the package) from their directories, non-editable, in one resolution.
+
+    ``--reinstall-package`` rebuilds our own projects every time, so a reused venv
+    (``nox -r``) never keeps a stale copy of the code under test.
+    """
+    core = PACKAGES.get(CORE_DIST) or next(p for p in discover(ROOT) if p.is_core)
+    if pkg.is_core:
+        _install(session, core.spec(extras), "--reinstall-package", CORE_DIST)
+    else:
+        _install(
+            session,
+            core.spec(),
+            pkg.spec(extras),
+            "--reinstall-package",
+            CORE_DIST,
+            "--reinstall-package",
+            pkg.dist,
+        )
+
+
+def _install_group(session: nox.Session, pkg: Package, group: str, default: list[str]) -> None:
+    pyproject = nox.project.load_toml(pkg.path / "pyproject.toml")
+    if group in pyproject.get("dependency-groups", {}):
+        requirements = list(nox.project.dependency_groups(pyproject, group))
+    else:
+        requirements = default
+    if requirements:
+        _install(session, *requirements)
+
+
+def _uv_build(session: nox.Session, pkg: Package, out: Path, *, sdist: bool = True) -> Path:
+    """Build the wheel (from the sdist, when ``sdist``) into ``out``; return the wheel.
+
+    The wheel must carry ``py.typed`` and must not carry the tests."""
+    shutil.rmtree(out, ignore_errors=True)
+    kinds = ["--sdist", "--wheel"] if sdist else ["--wheel"]
+    session.run(
+        "uv", "build", "--quiet", "--python", sys.executable, *kinds, "--out-dir", str(out),
+        "--build-constraint", str(CONSTRAINTS_FILE), str(pkg.path),
+    )  # fmt: skip
+    wheels = sorted(out.glob("*.whl"))
+    if len(wheels) != 1:
+        session.error(f"{pkg.dist}: expected one wheel in {out}, found {len(wheels)}")
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    if f"{pkg.import_name}/py.typed" not in names:
+        session.error(f"{wheels[0].name}: no {pkg.import_name}/py.typed in the wheel")
+    if any(n.startswith("tests/") for n in names):
+        session.error(f"{wheels[0].name}: ships the tests/ folder")
+    return wheels[0]
+
+
+def _wheel_requirement(dist: str, wheel: Path, extras: tuple[str, ...]) -> str:
+    extra = f"[{','.join(extras)}]" if extras else ""
+    return f"{dist}{extra} @ {wheel.as_uri()}"
+
+
+def _package_arg(package: str) -> Package:
+    return PACKAGES[package]
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@nox.session(tags=["test", "lint"])
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repository, once."""
+    _guard(session)
+    _install(session, "ruff")
+    session.run("ruff", "check", ".", *SCRIPTS, *session.posargs)
+    session.run("ruff", "format", "--check", ".", *SCRIPTS)
+
+
+@nox.session(tags=["test"])
+@nox.parametrize("package", ALL)
+def typecheck(session: nox.Session, package: str) -> None:
+    """mypy on the package's src/, with the package and its test extras installed."""
+    pkg = _package_arg(package)
+    _guard(session)
+    _install_projects(session, pkg, pkg.test_extras)
+    _install_group(session, pkg, "typecheck", ["mypy"])
+    cache = Path(session.cache_dir) / "mypy" / pkg.dist
+    session.run(
+        "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(cache),
+        str(pkg.path / "src"), *session.posargs,
+    )  # fmt: skip
+
+
+@nox.session(tags=["test"])
+@nox.parametrize("package", ALL)
+def tests(session: nox.Session, package: str) -> None:
+    """pytest of one package in its own venv (package + core non-editable, test group).
+
+    Installs the core and the package non-editable (plus its ``test-extras``), then its ``test``
+    dependency group. Marker default: ``not gpu and not slow`` (the fast suite). For the core it
+    is ``not gpu``: the core's slow test (the tiny model reaching its accuracy floors) is what
+    every package stands on, so CI runs it. Arguments after ``--`` are appended (``-- -m slow``:
+    the last -m wins).
+    """
+    pkg = _package_arg(package)
+    _guard(session)
+    _install_projects(session, pkg, pkg.test_extras)
+    _install_group(session, pkg, "test", ["pytest"])
+    session.chdir(pkg.path)
+    marker = "not gpu" if pkg.is_core else "not gpu and not slow"
+    session.run("pytest", "-m", marker, *session.posargs)
+
+
+@nox.session(tags=["test"])
+def tools(session: nox.Session) -> None:
+    """pytest tools/tests: changed-packages, release, new-package, and the scaffold end to end."""
+    _guard(session)
+    _install(session, "pytest", "uv", "ruff")
+    session.run("pytest", str(ROOT / "tools" / "tests"), *session.posargs)
+
+
+@nox.session(venv_backend="uv")
+@nox.parametrize("package", ALL)
+def build(session: nox.Session, package: str) -> None:
+    """sdist and wheel (built from the sdist) into dist/<dist>/; checks py.typed is shipped."""
+    pkg = _package_arg(package)
+    _guard(session)
+    wheel = _uv_build(session, pkg, DIST_DIR / pkg.dist)
+    session.log(f"built {wheel.relative_to(ROOT)} and its sdist")
+
+
+@nox.session(tags=["test"])
+@nox.parametrize("package", WITH_CLI)
+def isolation(session: nox.Session, package: str) -> None:
+    """Install only the built wheels (core + package) and run import, --help, demo --quick.
+
+    The independence proof: a fresh venv holding only the core's wheel and the package's wheel
+    (with its ``demo-extras``), no test tools; then import, ``--help``, ``demo --quick`` (a
+    valid results.json) and ``uv pip check``.
+
+    Builds both wheels itself, unless PAPERSTACK_USE_BUILT=1 (the release workflow): then it
+    takes them from dist/<dist>/ as the build session left them.
+    """
+    pkg = _package_arg(package)
+    _guard(session)
+    core = next(p for p in discover(ROOT) if p.is_core)
+    tmp = Path(session.create_tmp()).resolve()
+    if os.environ.get("PAPERSTACK_USE_BUILT") == "1":
+        wheels = {}
+        for p in {core.dist: core, pkg.dist: pkg}.values():
+            found = sorted((DIST_DIR / p.dist).glob("*.whl"))
+            if len(found) != 1:
+                session.error(f"dist/{p.dist}/: expected one wheel (run the build session first)")
+            wheels[p.dist] = found[0]
+    else:
+        wheels = {core.dist: _uv_build(session, core, tmp / "wheels" / core.dist, sdist=False)}
+        if not pkg.is_core:
+            wheels[pkg.dist] = _uv_build(session, pkg, tmp / "wheels" / pkg.dist, sdist=False)
+    core_extras = core.demo_extras if pkg.is_core else ()
+    requirements = [_wheel_requirement(core.dist, wheels[core.dist], core_extras)]
+    if not pkg.is_core:
+        requirements.append(_wheel_requirement(pkg.dist, wheels[pkg.dist], pkg.demo_extras))
+    _install(session, *requirements)
+
+    out = tmp / "demo"
+    shutil.rmtree(out, ignore_errors=True)
+    session.chdir(tmp)  # nothing from the checkout on sys.path
+    session.run("python", "-c", f"import {pkg.import_name}")
+    assert pkg.cli is not None
+    session.run(pkg.cli, "--help", silent=True)
+    session.run(pkg.cli, "demo", "--quick", "--out", str(out), *session.posargs)
+    if not (out / "results.json").is_file():
+        session.error(f"{pkg.cli} demo --quick wrote no {out / 'results.json'}")
+    session.run(
+        "python", "-c",
+        "import sys; from paperstack.records import load_results; load_results(sys.argv[1])",
+        str(out / "results.json"),
+    )  # fmt: skip
+    session.run("uv", "pip", "check")
+
+
+def _run_demo_env(session: nox.Session, pkg: Package) -> None:
+    _guard(session)
+    _install_projects(session, pkg, pkg.demo_extras)
+
+
+@nox.session
+@nox.parametrize("package", WITH_CLI)
+def reproduce(session: nox.Session, package: str) -> None:
+    """Full demo into reports/<dist>/, then reports/index.md from every results.json.
+
+    Runs ``<cli> demo --out reports/<dist>`` (embedded defaults) in the package's own venv, then
+    ``paperstack collect reports``. Arguments after ``--`` go to the demo
+    (``-- --device cuda --model <id>``)."""
+    pkg = _package_arg(package)
+    assert pkg.cli is not None
+    _run_demo_env(session, pkg)
+    out = REPORTS / pkg.dist
+    session.run(pkg.cli, "demo", "--out", str(out), *session.posargs)
+    session.run("paperstack", "collect", str(REPORTS))
+
+
+@nox.session
+@nox.parametrize("package", METHODS)
+def bench(session: nox.Session, package: str) -> None:
+    """``<cli> bench --out reports/<dist>/bench`` in the package's own venv (not the core)."""
+    pkg = _package_arg(package)
+    assert pkg.cli is not None
+    _run_demo_env(session, pkg)
+    session.run(pkg.cli, "bench", "--out", str(REPORTS / pkg.dist / "bench"), *session.posargs)

@@ -1,0 +1,20 @@
+"""paperstack-core: the thin shared core of the paperstack packages.
+
+Only what three or more method packages need lives here:
+
+- :mod:`paperstack.records`: run manifest, ``results.json`` schema, crash-safe JSONL, atomic writes.
+- :mod:`paperstack.stats`: confidence intervals for the numbers every report prints.
+- :mod:`paperstack.report`: results to Markdown tables and matplotlib figures.
+- :mod:`paperstack.tasks`: synthetic tasks with exact verifiers (Countdown, arithmetic, facts).
+- :mod:`paperstack.tiny` (extra ``torch``): tiny Llama-style models and their local tokenizer.
+- :mod:`paperstack.llm` (extras ``torch``, ``http``): one protocol for a model that chats, scores.
+- :mod:`paperstack.embed` (extra ``embed``): sentence embeddings from all-MiniLM-L6-v2, offline.
+
+Importing :mod:`paperstack` imports none of the heavy libraries.
+"""
+
+from paperstack.errors import PaperstackError
+
+__version__ = "0.1.0"
+
+__all__ = ["PaperstackError", "__version__"]

@@ -1,0 +1,353 @@
+"""Any OpenAI-compatible HTTP server as a :class:`~paperstack.llm.base.ChatModel`.
+
+vLLM, llama.cpp's ``llama-server``, SGLang and hosted APIs all speak the OpenAI REST format, so a
+method written against :class:`OpenAIChat` scales from a laptop to a GPU cluster by changing one
+URL. Message prompts go to ``/v1/chat/completions`` (the server applies the chat template);
+string prompts go to ``/v1/completions``. Scoring uses ``/v1/completions`` with ``echo=True``,
+``logprobs=1`` and ``max_tokens=0``, which returns the log-probability of every prompt token:
+vLLM supports it, the hosted OpenAI chat models do not (that is a clear error, not a wrong
+number). httpx is imported when a client is built (extra ``http``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from paperstack.llm.base import (
+    BackendHTTPError,
+    BackendTimeoutError,
+    BackendUnreachableError,
+    GenerationConfig,
+    LLMError,
+    LogprobsUnsupportedError,
+    Prompt,
+    check_pairs,
+    check_prompts,
+    is_messages,
+    prompt_to_json,
+    require,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["OpenAIChat"]
+
+T = TypeVar("T")
+
+#: Statuses worth retrying: rate limiting and server-side failures (vLLM answers 503 while a
+#: model is still loading). Every other 4xx is the caller's mistake and fails at once.
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class OpenAIChat:
+    """Client for an OpenAI-compatible server, with timeouts, retries and one-line errors.
+
+    ``base_url`` is what the OpenAI SDK takes (``http://localhost:8000/v1``); a URL with no path
+    gets ``/v1`` added. ``api_key`` defaults to the environment variable ``api_key_env``; local
+    servers need none. The key is sent as a bearer token and never appears in ``repr`` or errors.
+
+    Connection errors, timeouts, 408, 429 and 5xx are retried up to ``max_retries`` times with
+    exponential backoff (``backoff * 2**attempt`` seconds, jittered, capped at ``max_backoff``,
+    and at least the server's ``Retry-After``). The prompts of one call are sent as concurrent
+    requests (``concurrency`` at a time) so a batching server such as vLLM sees them together.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        connect_timeout: float | None = None,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        concurrency: int = 8,
+    ) -> None:
+        httpx_mod = require("httpx", extra="http", feature="OpenAIChat")
+        if max_retries < 0 or timeout <= 0 or backoff < 0 or concurrency < 1:
+            raise LLMError(
+                "OpenAIChat needs max_retries >= 0, timeout > 0, backoff >= 0 and concurrency >= 1"
+            )
+        self.base_url = _normalise_base_url(base_url)
+        self.name: str = model
+        self.model = model
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.concurrency = concurrency
+        self.timeout = timeout
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client: httpx.Client = httpx_mod.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx_mod.Timeout(timeout, connect=connect_timeout or min(timeout, 10.0)),
+        )
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIChat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ transport
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST JSON, retrying transient failures; every failure ends as one-line BackendError."""
+        import httpx
+
+        url = f"{self.base_url}{path}"
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            try:
+                response = self._client.post(path, json=body)
+            except httpx.TimeoutException as exc:
+                if isinstance(exc, httpx.ConnectTimeout):  # nothing answered: a dead host
+                    error: Exception = BackendUnreachableError(
+                        f"cannot reach the OpenAI-compatible server at {url} after "
+                        f"{attempt + 1} attempt(s): connection timed out"
+                    )
+                else:
+                    error = BackendTimeoutError(
+                        f"{url}: no answer within {self.timeout:g} s after {attempt + 1} "
+                        f"attempt(s) ({type(exc).__name__})"
+                    )
+            except httpx.TransportError as exc:  # refused, reset, dropped mid-answer, DNS...
+                error = BackendUnreachableError(
+                    f"cannot reach the OpenAI-compatible server at {url} after {attempt + 1} "
+                    f"attempt(s): {_reason(exc)}"
+                )
+            else:
+                if response.status_code < 400:
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        raise BackendHTTPError(
+                            f"{url}: answered {response.status_code} with a body that is not JSON",
+                            response.status_code,
+                        ) from None
+                    if not isinstance(data, dict):
+                        raise BackendHTTPError(
+                            f"{url}: answered with JSON that is not an object",
+                            response.status_code,
+                        )
+                    return data
+                error = BackendHTTPError(
+                    f"{url}: HTTP {response.status_code}: {_server_message(response)}",
+                    response.status_code,
+                )
+                if response.status_code not in RETRY_STATUSES:
+                    raise error
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+            if attempt >= self.max_retries:
+                raise error
+            delay = min(self.max_backoff, self.backoff * 2**attempt)
+            with self._rng_lock:
+                delay *= 0.5 + 0.5 * self._rng.random()  # jitter: retries do not arrive in step
+            if retry_after is not None:
+                delay = max(delay, min(retry_after, self.max_backoff))
+            time.sleep(delay)
+            attempt += 1
+
+    def _map(self, fn: Callable[[int], T], count: int) -> list[T]:
+        """``[fn(0), ..., fn(count - 1)]``, run ``concurrency`` at a time, in order."""
+        if count <= 1 or self.concurrency == 1:
+            return [fn(i) for i in range(count)]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, count)) as pool:
+            return list(pool.map(fn, range(count)))
+
+    # ------------------------------------------------------------------ generate
+
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        n: int = 1,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> list[list[str]]:
+        """``n`` completions per prompt; see :meth:`ChatModel.generate`. One request per prompt."""
+        cfg = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            n=n,
+            seed=seed,
+            stop=tuple(stop) if stop else None,
+        )
+        checked = check_prompts(prompts)
+        return self._map(lambda i: self._generate_one(checked[i], cfg), len(checked))
+
+    def _generate_one(self, prompt: Prompt, cfg: GenerationConfig) -> list[str]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": cfg.max_new_tokens,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "n": cfg.n,
+        }
+        if cfg.seed is not None:
+            body["seed"] = cfg.seed
+        if cfg.stop:
+            body["stop"] = list(cfg.stop)
+        chat = is_messages(prompt)
+        if chat:
+            body["messages"] = prompt_to_json(prompt)
+            path = "/chat/completions"
+        else:
+            body["prompt"] = prompt
+            path = "/completions"
+        data = self._post(path, body)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or len(choices) != cfg.n:
+            raise LLMError(
+                f"{self.base_url}{path}: expected {cfg.n} choice(s) in the answer, got "
+                f"{len(choices) if isinstance(choices, list) else 'none'}"
+            )
+        choices = sorted(choices, key=lambda c: c.get("index", 0))
+        try:
+            if chat:
+                return [c["message"].get("content") or "" for c in choices]
+            return [c["text"] for c in choices]
+        except (KeyError, TypeError, AttributeError):
+            raise LLMError(
+                f"{self.base_url}{path}: answer is not in the OpenAI format: "
+                f"{json.dumps(choices[0])[:200]}"
+            ) from None
+
+    # ------------------------------------------------------------------ logprobs
+
+    def logprobs(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[np.ndarray]:
+        """Per-token log-probabilities of each continuation, from the server's echoed prompt.
+
+        The server tokenizes ``prompt + continuation`` itself, so the continuation's tokens are
+        found by character offset: every token that ends after ``len(prompt)`` belongs to it (a
+        token straddling the boundary, e.g. ``" 4"`` after a prompt ending in a space, carries
+        the continuation's first characters and is counted). Only string prompts can be scored:
+        the chat endpoints do not echo prompt log-probabilities.
+        """
+        checked = check_pairs(prompts, continuations)
+        for i, prompt in enumerate(checked):
+            if is_messages(prompt):
+                raise LogprobsUnsupportedError(
+                    f"OpenAIChat.logprobs needs string prompts (prompts[{i}] is a message list): "
+                    "render the chat template locally and pass the text"
+                )
+        texts = [str(p) for p in checked]
+        return self._map(lambda i: self._score_one(texts[i], continuations[i]), len(texts))
+
+    def _score_one(self, prompt: str, continuation: str) -> np.ndarray:
+        if not continuation:
+            return np.zeros(0, dtype=np.float64)
+        body = {
+            "model": self.model,
+            "prompt": prompt + continuation,
+            "max_tokens": 0,
+            "echo": True,
+            "logprobs": 1,
+            "temperature": 0.0,
+        }
+        url = f"{self.base_url}/completions"
+        data = self._post("/completions", body)
+        try:
+            lp = data["choices"][0]["logprobs"]
+            tokens = lp["tokens"]
+            values = lp["token_logprobs"]
+            offsets = lp["text_offset"]
+        except (KeyError, IndexError, TypeError):
+            raise LogprobsUnsupportedError(
+                f"{url}: the server returned no echoed prompt logprobs (it must support "
+                "echo=True with logprobs=1 and max_tokens=0 on /v1/completions, as vLLM does)"
+            ) from None
+        if not (isinstance(tokens, list) and len(tokens) == len(values) == len(offsets)):
+            raise LogprobsUnsupportedError(f"{url}: malformed logprobs in the server's answer")
+        boundary = len(prompt)
+        end = boundary + len(continuation)
+        picked: list[float] = []
+        for k, (token, value, offset) in enumerate(zip(tokens, values, offsets, strict=True)):
+            token_end = offsets[k + 1] if k + 1 < len(offsets) else offset + len(str(token))
+            if offset >= end:  # a generated token, should the server ignore max_tokens=0
+                break
+            if token_end <= boundary:  # wholly inside the prompt
+                continue
+            if value is None:
+                raise LogprobsUnsupportedError(
+                    f"{url}: the server gave no logprob for continuation token {token!r} (an "
+                    "empty prompt leaves the first token without context)"
+                )
+            picked.append(float(value))
+        if not picked:
+            raise LogprobsUnsupportedError(
+                f"{url}: no echoed token covers the continuation {continuation[:40]!r}"
+            )
+        return np.asarray(picked, dtype=np.float64)
+
+
+def _normalise_base_url(base_url: str) -> str:
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise LLMError(
+            f"base_url must be an http(s) URL such as http://localhost:8000/v1, got {base_url!r}"
+        )
+    url = base_url.strip().rstrip("/")
+    return url + "/v1" if parts.path in ("", "/") else url
+
+
+def _reason(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's own explanation: OpenAI's ``{"error": {"message": ...}}``, vLLM's
+    ``{"message": ...}``, FastAPI's ``{"detail": ...}``, or the start of the body."""
+    try:
+        data = response.json()
+    except ValueError:
+        return " ".join(response.text.split())[:300] or response.reason_phrase
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return " ".join(str(error["message"]).split())[:300]
+        for key in ("message", "detail", "error"):
+            if data.get(key):
+                return " ".join(str(data[key]).split())[:300]
+    return " ".join(json.dumps(data).split())[:300]
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date; rare from model servers, and the backoff still applies

@@ -1,0 +1,269 @@
+"""A local Hugging Face transformers model as a :class:`~paperstack.llm.base.ChatModel`.
+
+The same class runs the tiny random Llama of the toy world on a laptop CPU and a real checkpoint
+on a GPU: everything goes through ``from_pretrained``, batched generation and one batched forward
+pass for scoring. torch and transformers are imported when a model is built, not when this module
+is imported (extra ``torch``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from paperstack.llm.base import (
+    GenerationConfig,
+    LLMError,
+    Prompt,
+    check_pairs,
+    check_prompts,
+    require,
+    truncate_at_stop,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["TransformersChat"]
+
+
+class TransformersChat:
+    """Batched generation and continuation scoring with a transformers causal LM.
+
+    ``model`` is any ``AutoModelForCausalLM``-style model and ``tokenizer`` its tokenizer. Message
+    prompts go through the tokenizer's chat template (with the generation prompt added); string
+    prompts are tokenized as they are, with the tokenizer's usual special tokens (e.g. BOS).
+    Prompts are processed in chunks of ``batch_size``, longest first, so padding stays small.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        device: str | None = None,
+        batch_size: int = 8,
+        name: str | None = None,
+    ) -> None:
+        require("torch", extra="torch", feature="TransformersChat")
+        require("transformers", extra="torch", feature="TransformersChat")
+        if batch_size < 1:
+            raise LLMError(f"batch_size must be >= 1, got {batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        if device is not None:
+            self.model.to(device)
+        self.device: torch.device = next(model.parameters()).device
+        self.model.eval()
+        self.name: str = name or str(getattr(model, "name_or_path", "") or type(model).__name__)
+        # Causal LMs often ship without a pad token; any id works because padded positions are
+        # masked out, and EOS is the conventional choice.
+        pad = tokenizer.pad_token_id
+        if pad is None:
+            pad = tokenizer.eos_token_id
+        if pad is None:
+            raise LLMError(f"tokenizer of {self.name} has neither a pad nor an EOS token")
+        self.pad_token_id: int = int(pad)
+        self._forward_params = frozenset(inspect.signature(model.forward).parameters)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        *,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 8,
+        local_files_only: bool = False,
+        **model_kwargs: Any,
+    ) -> TransformersChat:
+        """Load a model and its tokenizer by hub id or local path.
+
+        ``dtype`` is e.g. ``"bfloat16"`` (default: the checkpoint's). ``device=None`` picks CUDA
+        when it is available, so the same call serves a laptop and a GPU machine; a
+        ``device_map`` in ``model_kwargs`` (accelerate placement) is left alone.
+        """
+        torch = require("torch", extra="torch", feature="TransformersChat")
+        transformers = require("transformers", extra="torch", feature="TransformersChat")
+        if dtype is not None:
+            model_kwargs["dtype"] = dtype
+        if device is None and "device_map" not in model_kwargs:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                name_or_path, local_files_only=local_files_only
+            )
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                name_or_path, local_files_only=local_files_only, **model_kwargs
+            )
+        except (OSError, ValueError) as exc:  # missing files, bad repo id, offline hub
+            raise LLMError(f"cannot load model {name_or_path!r}: {exc}") from None
+        return cls(model, tokenizer, device=device, batch_size=batch_size, name=name_or_path)
+
+    def __repr__(self) -> str:
+        return f"TransformersChat(name={self.name!r}, device='{self.device}')"
+
+    # ------------------------------------------------------------------ tokenization
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+        if isinstance(prompt, str):
+            return list(self.tokenizer(prompt)["input_ids"])
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise LLMError(
+                f"tokenizer of {self.name} has no chat template: pass string prompts instead "
+                "of messages"
+            )
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in prompt], tokenize=False, add_generation_prompt=True
+        )
+        # The template already wrote BOS and friends; adding them again would double them.
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _chunks(self, lengths: Sequence[int]) -> Iterator[list[int]]:
+        """Indices in chunks of ``batch_size``, longest first, so each chunk pads little."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
+
+    def _seeded(self, seed: int | None) -> contextlib.AbstractContextManager[Any]:
+        """Seed torch's generator for one call without disturbing the caller's random state."""
+        import torch
+
+        if seed is None:
+            return contextlib.nullcontext()
+        devices = [self.device] if self.device.type == "cuda" else []
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.random.fork_rng(devices=devices))
+        torch.manual_seed(seed)
+        return stack
+
+    # ------------------------------------------------------------------ generate
+
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        n: int = 1,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> list[list[str]]:
+        """``n`` completions per prompt; see :meth:`ChatModel.generate`.
+
+        Prompts are left-padded so every row's last real token sits at the end of the batch and
+        new tokens are appended in step; transformers derives position ids from the attention
+        mask, so padding does not change the result. With ``seed`` the whole call is
+        reproducible (for the same batch composition and device).
+        """
+        import torch
+
+        cfg = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            n=n,
+            seed=seed,
+            stop=tuple(stop) if stop else None,
+        )
+        checked = check_prompts(prompts)
+        ids = [self._prompt_ids(p) for p in checked]
+        results: list[list[str]] = [[] for _ in checked]
+        if cfg.max_new_tokens == 0:
+            return [[""] * cfg.n for _ in checked]
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": cfg.max_new_tokens,
+            "num_return_sequences": cfg.n,
+            "pad_token_id": self.pad_token_id,
+            "do_sample": not cfg.greedy,
+        }
+        if cfg.greedy:
+            # Override sampling defaults a checkpoint's generation_config may carry, which would
+            # otherwise trigger "flag has no effect" warnings under greedy decoding.
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(temperature=cfg.temperature, top_p=cfg.top_p, top_k=0)
+        if cfg.stop:
+            kwargs.update(stop_strings=list(cfg.stop), tokenizer=self.tokenizer)
+        with self._seeded(cfg.seed), torch.inference_mode():
+            for chunk in self._chunks([len(x) for x in ids]):
+                input_ids, attention = self._pad([ids[i] for i in chunk], left=True)
+                out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+                texts = self.tokenizer.batch_decode(
+                    out[:, input_ids.shape[1] :], skip_special_tokens=True
+                )
+                for k, i in enumerate(chunk):
+                    samples = texts[k * cfg.n : (k + 1) * cfg.n]
+                    results[i] = [truncate_at_stop(t, cfg.stop) for t in samples]
+        return results
+
+    def _pad(
+        self, rows: Sequence[Sequence[int]], *, left: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for k, row in enumerate(rows):
+            if not row:
+                continue
+            sl = slice(width - len(row), width) if left else slice(0, len(row))
+            input_ids[k, sl] = torch.tensor(row, dtype=torch.long)
+            attention[k, sl] = 1
+        return input_ids.to(self.device), attention.to(self.device)
+
+    # ------------------------------------------------------------------ logprobs
+
+    def logprobs(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[np.ndarray]:
+        """Per-token log-probabilities of each continuation given its prompt.
+
+        The continuation is tokenized on its own (no special tokens) and appended to the prompt's
+        tokens, so the scored tokens are exactly the continuation's. Each chunk is one forward
+        pass over left-padded rows, so every continuation ends at the last position: the model is
+        asked for the logits of the last ``max continuation length + 1`` positions only
+        (``logits_to_keep``; a full ``batch x length x vocabulary`` logit tensor for long prompts
+        is what exhausts GPU memory), and one log-softmax plus one gather scores every token of
+        every row at once (no loop over tokens). Position ids follow the attention mask, so
+        padding does not shift positions. Returns float32 arrays, one value per token.
+        """
+        import torch
+
+        checked = check_pairs(prompts, continuations)
+        prompt_ids = [self._prompt_ids(p) for p in checked]
+        cont_ids = [
+            list(self.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in continuations
+        ]
+        for i, p in enumerate(prompt_ids):
+            if not p and cont_ids[i]:
+                raise LLMError(
+                    f"prompts[{i}] is empty: the first continuation token has no context to be "
+                    "scored against"
+                )
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.float32) for _ in checked]
+        rows = [p + c for p, c in zip(prompt_ids, cont_ids, strict=True)]
+        with torch.inference_mode():
+            for chunk in self._chunks([len(r) for r in rows]):
+                chunk = [i for i in chunk if cont_ids[i]]
+                if not chunk:
+                    continue
+                input_ids, attention = self._pad([rows[i] for i in chunk], left=True)
+                width = max(len(cont_ids[i]) for i in chunk)
+                kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention}
+                if "position_ids" in self._forward_params:
+                    kwargs["position_ids"] = (attention.cumsum(-1) - 1).clamp(min=0)
+                if "logits_to_keep" in self._forward_params:
+                    kwargs["logits_to_keep"] = width + 1
+                logits = self.model(**kwargs).logits[:, -(width + 1) : -1]
+                targets = input_ids[:, -width:]
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                token_lp = logp.gather(-1, targets[..., None]).squeeze(-1).cpu().numpy()
+                for k, i in enumerate(chunk):
+                    results[i] = token_lp[k, width - len(cont_ids[i]) :].astype(np.float32)
+        return results

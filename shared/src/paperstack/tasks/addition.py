@@ -1,0 +1,79 @@
+"""Two-operand addition, the smallest task a tiny model must really solve.
+
+Default format: fixed-width operands and the sum written least-significant digit first,
+e.g. ``"042+317="`` -> ``"9530"`` (359 reversed, 4 digits). Both choices are standard for
+training small transformers on addition: with fixed width the digits to add sit at a constant
+offset (easy for rotary attention), and emitting the low digit first lets each output digit
+depend only on two input digits and the carry already written. ``pad`` and ``reverse`` switch
+them off for a natural format.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from paperstack.tasks.base import (
+    Example,
+    Split,
+    Task,
+    TaskError,
+    check_n,
+    completion_text,
+    in_test_split,
+    split_rng,
+)
+
+__all__ = ["Addition"]
+
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Addition(Task):
+    """``a + b`` with ``0 <= a, b < 10**digits``; ``meta`` has ``a``, ``b`` and ``sum``."""
+
+    name: ClassVar[str] = "addition"
+    digits: int = 3
+    pad: bool = True
+    reverse: bool = True
+    test_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.digits <= 30:
+            raise TaskError(f"addition: digits must be in 1..30, got {self.digits}")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise TaskError(f"addition: test_fraction must be in (0, 1), got {self.test_fraction}")
+
+    def format_answer(self, total: int) -> str:
+        """The gold completion for a sum, in this task's digit order and width."""
+        text = str(total).zfill(self.digits + 1) if self.pad else str(total)
+        return text[::-1] if self.reverse else text
+
+    def make(self, a: int, b: int) -> Example:
+        """An :class:`Example` for ``a + b``."""
+        width = self.digits if self.pad else 0
+        prompt = f"{str(a).zfill(width)}+{str(b).zfill(width)}="
+        return Example(self.name, prompt, self.format_answer(a + b), {"a": a, "b": b, "sum": a + b})
+
+    def generate(self, n: int, seed: int = 0, split: Split = "train") -> list[Example]:
+        """``n`` sums from the split (pairs split by a stable hash; small spaces may repeat)."""
+        rng = split_rng(self.name, seed, split)
+        want_test = split == "test"
+        hi = 10**self.digits - 1
+        out: list[Example] = []
+        while len(out) < check_n(n):
+            a, b = rng.randint(0, hi), rng.randint(0, hi)
+            if in_test_split((a, b), self.test_fraction) == want_test:
+                out.append(self.make(a, b))
+        return out
+
+    def verify(self, example: Example, completion: str | Sequence[Mapping[str, Any]]) -> bool:
+        """True iff the completion's first run of digits, read in this task's order, is the sum."""
+        m = _DIGITS.search(completion_text(completion))
+        if m is None:
+            return False
+        digits = m.group(0)[::-1] if self.reverse else m.group(0)
+        return int(digits) == int(example.meta["sum"])

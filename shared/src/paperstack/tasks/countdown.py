@@ -1,0 +1,285 @@
+"""Countdown: reach a target from given numbers with + - * / and parentheses.
+
+The verifier parses the expression itself (a tokenizer and a recursive-descent parser over
+exact :class:`fractions.Fraction` arithmetic) and never calls ``eval``: completions come from
+models being trained against this reward, and a reward that executes model output is both a
+security hole and hackable. Rules, as in the TinyZero / Stream-of-Search variants RL papers
+use: every given number exactly once, only the four operations, every division exact.
+
+The default instance space (3 numbers from 1–9, target the value of a random valid
+expression) is small enough that a ~2M-parameter model learns it on a CPU in minutes, and big
+enough (thousands of (numbers, target) pairs) that the held-out split tests arithmetic rather
+than recall.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar
+
+from paperstack.tasks.base import (
+    Example,
+    Split,
+    Task,
+    TaskError,
+    check_n,
+    completion_text,
+    in_test_split,
+    split_rng,
+)
+
+__all__ = ["Countdown", "ExpressionError", "evaluate_expression", "solve"]
+
+_OPS = "+-*/"
+_TOKEN = re.compile(r"\s*(?:(\d+)|([-+*/()]))")
+_MAX_EXPR_CHARS = 256  # bounds the parser's recursion depth on adversarial completions
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+class ExpressionError(ValueError):
+    """A completion that is not a well-formed exact expression (the verifier returns False)."""
+
+
+def _tokenize(text: str) -> list[str]:
+    if len(text) > _MAX_EXPR_CHARS:
+        raise ExpressionError(f"expression longer than {_MAX_EXPR_CHARS} characters")
+    tokens: list[str] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise ExpressionError(f"unexpected character {text[pos:].lstrip()[:1]!r}")
+        tokens.append(m.group(1) or m.group(2))
+        pos = m.end()
+    if not tokens:
+        raise ExpressionError("empty expression")
+    return tokens
+
+
+class _Parser:
+    """Recursive descent: expr := term (('+'|'-') term)*; term := atom (('*'|'/') atom)*;
+    atom := INT | '(' expr ')'. No unary minus: Countdown has none, and allowing it would let
+    a policy negate its way to targets."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        self.pos = 0
+        self.numbers: list[int] = []
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        tok = self.peek()
+        if tok is None:
+            raise ExpressionError("expression ends early")
+        self.pos += 1
+        return tok
+
+    def parse(self) -> Fraction:
+        value = self.expr()
+        if self.peek() is not None:
+            raise ExpressionError(f"unexpected token {self.peek()!r}")
+        return value
+
+    def expr(self) -> Fraction:
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            rhs = self.term()
+            value = value + rhs if op == "+" else value - rhs
+        return value
+
+    def term(self) -> Fraction:
+        value = self.atom()
+        while self.peek() in ("*", "/"):
+            op = self.take()
+            rhs = self.atom()
+            if op == "*":
+                value = value * rhs
+            else:
+                if rhs == 0:
+                    raise ExpressionError("division by zero")
+                value = value / rhs
+                if value.denominator != 1:
+                    raise ExpressionError("division is not exact")
+        return value
+
+    def atom(self) -> Fraction:
+        tok = self.take()
+        if tok == "(":
+            value = self.expr()
+            if self.take() != ")":
+                raise ExpressionError("missing ')'")
+            return value
+        if tok.isdigit():
+            self.numbers.append(int(tok))
+            return Fraction(int(tok))
+        raise ExpressionError(f"unexpected token {tok!r}")
+
+
+def evaluate_expression(text: str) -> tuple[Fraction, list[int]]:
+    """Value of an arithmetic expression and the numbers it uses, in order of appearance.
+
+    Raises :class:`ExpressionError` for anything malformed, a division by zero or a
+    non-exact division (Countdown allows only exact ones, at every step).
+    """
+    parser = _Parser(_tokenize(text))
+    return parser.parse(), parser.numbers
+
+
+def _combine(a: Fraction, b: Fraction, op: str) -> Fraction | None:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if b == 0:
+        return None
+    q = a / b
+    return q if q.denominator == 1 else None
+
+
+def solve(numbers: Sequence[int], target: int, limit: int | None = None) -> list[str]:
+    """All expressions (up to ``limit``) using each number once that evaluate to ``target``.
+
+    Exhaustive pairwise combination, the standard Countdown / 24-game search; each
+    intermediate is parenthesised, so every returned string has one fixed shape, e.g.
+    ``(7*4)+2``. Order is deterministic (numbers as given, operators in ``+-*/`` order).
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def rec(items: list[tuple[Fraction, str]]) -> bool:
+        if len(items) == 1:
+            value, text = items[0]
+            if value == target and text not in seen:
+                seen.add(text)
+                found.append(text)
+                return limit is not None and len(found) >= limit
+            return False
+        for i in range(len(items)):
+            for j in range(len(items)):
+                if i == j:
+                    continue
+                rest = [items[k] for k in range(len(items)) if k not in (i, j)]
+                for op in _OPS:
+                    value = _combine(items[i][0], items[j][0], op)
+                    if value is None:
+                        continue
+                    text = f"{items[i][1]}{op}{items[j][1]}"
+                    if rest:
+                        text = f"({text})"
+                    if rec([(value, text), *rest]):
+                        return True
+        return False
+
+    rec([(Fraction(x), str(x)) for x in numbers])
+    return found
+
+
+@dataclass(frozen=True)
+class Countdown(Task):
+    """Countdown with ``n_numbers`` numbers drawn from ``1..max_number``.
+
+    Prompt ``"Make 30 with 2 4 7."`` (numbers sorted, so the instance is the multiset);
+    gold answer one canonical solution such as ``(7*4)+2``; ``meta`` has ``numbers``,
+    ``target`` and ``n_solutions``. Targets are values of random valid expressions that are
+    positive integers up to ``max_target``, so every instance is solvable. Train and test
+    partition the (numbers, target) pairs by a stable hash.
+    """
+
+    name: ClassVar[str] = "countdown"
+    n_numbers: int = 3
+    max_number: int = 9
+    max_target: int = 100
+    test_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.n_numbers <= 6:
+            raise TaskError(f"countdown: n_numbers must be in 2..6, got {self.n_numbers}")
+        if self.max_number < 1 or self.max_target < 1:
+            raise TaskError("countdown: max_number and max_target must be >= 1")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise TaskError(f"countdown: test_fraction must be in (0, 1), got {self.test_fraction}")
+
+    def prompt(self, numbers: Sequence[int], target: int) -> str:
+        """The prompt text for an instance (public so callers can pose their own)."""
+        return f"Make {target} with {' '.join(str(x) for x in numbers)}."
+
+    def make(self, numbers: Sequence[int], target: int) -> Example:
+        """An :class:`Example` for given numbers and target (raises if unsolvable)."""
+        nums = sorted(int(x) for x in numbers)
+        solutions = solve(nums, target)
+        if not solutions:
+            raise TaskError(f"countdown: {target} cannot be made from {nums}")
+        meta = {"numbers": nums, "target": int(target), "n_solutions": len(solutions)}
+        return Example(self.name, self.prompt(nums, target), solutions[0], meta)
+
+    def _random_target(self, nums: list[int], rng: Any) -> int | None:
+        items = [Fraction(x) for x in nums]
+        rng.shuffle(items)
+        while len(items) > 1:
+            a, b = items.pop(), items.pop()
+            value = _combine(a, b, rng.choice(_OPS))
+            if value is None:
+                return None
+            items.insert(rng.randrange(len(items) + 1), value)
+        value = items[0]
+        if value.denominator != 1 or not 1 <= value <= self.max_target:
+            return None
+        return int(value)
+
+    def generate(self, n: int, seed: int = 0, split: Split = "train") -> list[Example]:
+        """``n`` solvable instances from the given split (instances may repeat in a big ``n``)."""
+        rng = split_rng(self.name, seed, split)
+        want_test = split == "test"
+        out: list[Example] = []
+        cache: dict[tuple[tuple[int, ...], int], Example] = {}
+        attempts = 0
+        while len(out) < check_n(n):
+            attempts += 1
+            if attempts > 1000 * (n + 10):
+                raise TaskError("countdown: could not generate enough instances; widen the ranges")
+            nums = sorted(rng.randint(1, self.max_number) for _ in range(self.n_numbers))
+            target = self._random_target(nums, rng)
+            if target is None:
+                continue
+            key = (tuple(nums), target)
+            if in_test_split(key, self.test_fraction) != want_test:
+                continue
+            if key not in cache:
+                cache[key] = self.make(nums, target)
+            out.append(cache[key])
+        return out
+
+    def verify(self, example: Example, completion: str | Sequence[Mapping[str, Any]]) -> bool:
+        """True iff the completion's expression uses exactly the given numbers and hits the target.
+
+        Accepted shapes: a bare expression, ``expr = target``, or an ``<answer>expr</answer>``
+        tag anywhere (the last one wins); otherwise the last non-empty line is the expression.
+        """
+        text = completion_text(completion)
+        tags = _ANSWER_TAG.findall(text)
+        if tags:
+            candidate = tags[-1]
+        else:
+            lines = [line for line in text.strip().splitlines() if line.strip()]
+            if not lines:
+                return False
+            candidate = lines[-1]
+        lhs, eq, rhs = candidate.partition("=")
+        target = int(example.meta["target"])
+        if eq and rhs.strip() != str(target):
+            return False
+        try:
+            value, used = evaluate_expression(lhs)
+        except ExpressionError:
+            return False
+        return value == target and Counter(used) == Counter(int(x) for x in example.meta["numbers"])

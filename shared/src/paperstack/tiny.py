@@ -1,0 +1,574 @@
+"""The toy world's models: tiny Llama-style causal LMs that really solve the synthetic tasks.
+
+Three pieces, each going through the ordinary Hugging Face path so downstream code is the
+same for a tiny model on a laptop and a real model id on a GPU:
+
+- :func:`build_tokenizer`: a character-level tokenizer built locally with ``tokenizers`` (no
+  hub), wrapped as a transformers fast tokenizer with a Jinja chat template, so
+  ``apply_chat_template(..., add_generation_prompt=True)`` works as trl expects.
+- :data:`PRESETS` and :func:`build_model`: ``LlamaForCausalLM`` from a config, random init.
+- :func:`pretrained`: trains a preset on :mod:`paperstack.tasks` on the CPU (supervised, loss
+  on the answer tokens only) and caches the result under the user cache directory, keyed by
+  everything that changes the weights; later calls load it with ``from_pretrained``.
+
+Measured on 2 shared CPU cores with the default preset, one task at a time: see
+:data:`RECIPES` for the steps and the held-out accuracy each reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from paperstack import tasks as _tasks
+from paperstack.errors import PaperstackError
+
+__all__ = [
+    "ASSISTANT",
+    "BOS",
+    "CHAT_TEMPLATE",
+    "DEFAULT_PRESET",
+    "EOS",
+    "PAD",
+    "PRESETS",
+    "RECIPES",
+    "SYSTEM",
+    "UNK",
+    "USER",
+    "Recipe",
+    "TinyError",
+    "build_model",
+    "build_tokenizer",
+    "complete",
+    "evaluate",
+    "load",
+    "pretrained",
+    "pretrained_path",
+    "train",
+]
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+SYSTEM, USER, ASSISTANT = "<|system|>", "<|user|>", "<|assistant|>"
+SPECIAL_TOKENS = (PAD, BOS, EOS, UNK, SYSTEM, USER, ASSISTANT)
+#: Newline plus printable ASCII: every character the tasks use, one token each.
+CHARACTERS = "\n" + "".join(chr(i) for i in range(32, 127))
+
+#: ``<s><|user|>question<|assistant|>answer</s>``. The assistant turn ends with EOS, so
+#: generation stops there; a generation prompt ends with ``<|assistant|>``.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('unknown chat role: ' + message['role']) }}"
+    "{% endif %}"
+    "{{ '<|' + message['role'] + '|>' + message['content'] }}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
+)
+
+#: Preset name -> ``LlamaConfig`` keyword arguments (vocabulary and special ids are added
+#: from the tokenizer). ``tiny`` is the default: big enough to solve the tasks, small enough
+#: to train in minutes on two cores. ``micro`` exists for fast unit tests only.
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "hidden_size": 192,
+        "intermediate_size": 512,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 6,
+        "num_key_value_heads": 6,
+        "max_position_embeddings": 512,
+        "tie_word_embeddings": True,
+    },
+    "micro": {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 512,
+        "tie_word_embeddings": True,
+    },
+}
+DEFAULT_PRESET = "tiny"
+
+#: Bump when the training code changes what a given key produces (invalidates caches).
+RECIPE_VERSION = 1
+_MANIFEST = "paperstack-tiny.json"
+
+
+class TinyError(PaperstackError):
+    """Bad input to the toy-model builders (unknown preset, empty task mix, bad steps)."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How long and how hard to train on a task alone (defaults for :func:`pretrained`)."""
+
+    steps: int
+    batch_size: int = 128
+    lr: float = 3e-3
+    warmup_frac: float = 0.05
+    weight_decay: float = 0.01
+
+
+#: Per-task defaults; a mix uses the largest steps and batch and the smallest lr among its tasks.
+RECIPES: dict[str, Recipe] = {
+    "addition": Recipe(steps=600),
+    "countdown": Recipe(steps=800),
+    "facts": Recipe(steps=600),
+    "arithmetic": Recipe(steps=800),
+}
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+
+def build_tokenizer(model_max_length: int = 512) -> PreTrainedTokenizerFast:
+    """A character-level fast tokenizer with special tokens and the chat template.
+
+    One token per character keeps arithmetic digit-aligned (subword merges would hide digit
+    positions from a tiny model) and makes tokenization of a concatenation the concatenation
+    of tokenizations, which training relies on to mask the answer. Characters outside
+    :data:`CHARACTERS` map to ``<unk>``; decoding concatenates without spaces.
+    """
+    vocab = {tok: i for i, tok in enumerate((*SPECIAL_TOKENS, *CHARACTERS))}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens(list(SPECIAL_TOKENS))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        unk_token=UNK,
+        additional_special_tokens=[SYSTEM, USER, ASSISTANT],
+        model_max_length=model_max_length,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def _preset(preset: str) -> dict[str, Any]:
+    try:
+        return dict(PRESETS[preset])
+    except KeyError:
+        raise TinyError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}") from None
+
+
+def build_model(
+    preset: str = DEFAULT_PRESET,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    seed: int = 0,
+) -> LlamaForCausalLM:
+    """A randomly initialised ``LlamaForCausalLM`` for ``preset``, sized to ``tokenizer``."""
+    tokenizer = tokenizer or build_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **_preset(preset),
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    return model
+
+
+def load(name_or_path: str | os.PathLike[str]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Model and tokenizer through the ordinary ``from_pretrained`` path (a directory or hub id)."""
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    model = AutoModelForCausalLM.from_pretrained(name_or_path)
+    return model, tokenizer
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@contextlib.contextmanager
+def _threads(n: int | None = None) -> Iterator[None]:
+    """Use the cores this process may run on (not ``os.cpu_count()``, which ignores affinity
+    and cgroups); more threads than cores only adds contention for these small matmuls."""
+    before = torch.get_num_threads()
+    if n is None:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - macOS, Windows
+            n = os.cpu_count() or 1
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _chat_pieces(tokenizer: PreTrainedTokenizerBase) -> tuple[str, str]:
+    """Render the chat template once around sentinels: (prompt template, full template).
+
+    Rendering Jinja per example costs more than the training step on a tiny model; the
+    template inserts content verbatim, so substituting into one rendering is equivalent.
+    """
+    p, a = "\x00PROMPT\x00", "\x00ANSWER\x00"
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+    )
+    full = tokenizer.apply_chat_template(
+        [{"role": "user", "content": p}, {"role": "assistant", "content": a}], tokenize=False
+    )
+    assert isinstance(prompt, str)
+    assert isinstance(full, str)
+    if not full.startswith(prompt):
+        raise TinyError("the chat template does not render a conversation as prompt + answer")
+    return prompt.replace(p, "{p}"), full.replace(p, "{p}").replace(a, "{a}")
+
+
+def encode_examples(
+    tokenizer: PreTrainedTokenizerBase, examples: Sequence[_tasks.Example]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Chat-formatted examples as ``(ids [N, L], target mask [N, L], lengths [N])``.
+
+    Right-padded; the mask is True on the answer tokens and the closing EOS, the only
+    positions the loss counts (the prompt is given, not learned).
+    """
+    prompt_t, full_t = _chat_pieces(tokenizer)
+    prompts = [prompt_t.replace("{p}", e.prompt) for e in examples]
+    fulls = [full_t.replace("{p}", e.prompt).replace("{a}", e.answer) for e in examples]
+    p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    f_ids = tokenizer(fulls, add_special_tokens=False)["input_ids"]
+    lengths = torch.tensor([len(f) for f in f_ids])
+    width = int(lengths.max())
+    ids = torch.full((len(examples), width), int(tokenizer.pad_token_id), dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.bool)
+    for i, (p, f) in enumerate(zip(p_ids, f_ids, strict=True)):
+        ids[i, : len(f)] = torch.tensor(f)
+        mask[i, len(p) : len(f)] = True
+    return ids, mask, lengths
+
+
+def _progress(enabled: bool, total: int, description: str) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def train(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    task_mix: Sequence[str | _tasks.Task],
+    steps: int,
+    seed: int = 0,
+    batch_size: int = 128,
+    lr: float = 3e-3,
+    warmup_frac: float = 0.05,
+    weight_decay: float = 0.01,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Supervised training on a mix of tasks; returns ``{"losses": [...], "seconds": ...}``.
+
+    Each example is the chat ``user: prompt / assistant: answer``; cross-entropy on the answer
+    tokens only. Tasks are mixed in equal proportion. AdamW with linear warmup and cosine
+    decay to 10% of ``lr``; gradients clipped at 1. The model trains in place.
+    """
+    if steps < 1:
+        raise TinyError(f"steps must be >= 1, got {steps}")
+    task_objs = [_tasks.get(t) for t in task_mix]
+    if not task_objs:
+        raise TinyError("task_mix is empty; name at least one of " + ", ".join(_tasks.names()))
+    generator = torch.Generator().manual_seed(seed)
+    pool = max(1, min(steps * batch_size, 200_000) // len(task_objs))
+    examples = [ex for t in task_objs for ex in t.generate(pool, seed=seed, split="train")]
+    ids, mask, lengths = encode_examples(tokenizer, examples)
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=lr,
+        betas=(0.9, 0.98),
+    )
+    warmup = max(1, int(warmup_frac * steps))
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * t))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    losses: list[float] = []
+    order = torch.randperm(len(examples), generator=generator)
+    cursor = 0
+    model.train()
+    start = time.perf_counter()
+    names = "+".join(t.name for t in task_objs)
+    with _threads(), _progress(progress, steps, names) as bar:
+        job = bar.add_task(f"training {names}", total=steps, loss="-")
+        for step in range(steps):
+            if cursor + batch_size > len(order):
+                order, cursor = torch.randperm(len(examples), generator=generator), 0
+            idx = order[cursor : cursor + batch_size]
+            cursor += batch_size
+            width = int(lengths[idx].max())
+            x, m = ids[idx, :width], mask[idx, :width]
+            # Right padding and a causal mask: real tokens never attend to the pads after
+            # them, so no attention mask is needed (and SDPA takes its fast causal path).
+            logits = model(input_ids=x).logits[:, :-1]
+            loss = F.cross_entropy(logits[m[:, 1:]], x[:, 1:][m[:, 1:]])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            if step % 10 == 0 or step == steps - 1:
+                bar.update(job, completed=step + 1, loss=f"{losses[-1]:.4f}")
+    model.eval()
+    return {"losses": losses, "seconds": time.perf_counter() - start, "examples": len(examples)}
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def complete(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    max_new_tokens: int = 32,
+    batch_size: int = 256,
+) -> list[str]:
+    """Greedy completions of user ``prompts`` through the chat template, in input order.
+
+    Prompts are batched by token length, so no batch needs padding: results do not depend
+    on how a model family handles left padding, and equal a one-by-one greedy decode.
+    """
+    texts = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+        )
+        for p in prompts
+    ]
+    encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    by_len: dict[int, list[int]] = {}
+    for i, ids in enumerate(encoded):
+        by_len.setdefault(len(ids), []).append(i)
+    out: list[str] = [""] * len(prompts)
+    model.eval()
+    with _threads():
+        for idxs in by_len.values():
+            for s in range(0, len(idxs), batch_size):
+                chunk = idxs[s : s + batch_size]
+                x = torch.tensor([encoded[i] for i in chunk], device=model.device)
+                gen = model.generate(
+                    input_ids=x,
+                    attention_mask=torch.ones_like(x),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+                texts_out = tokenizer.batch_decode(gen[:, x.shape[1] :], skip_special_tokens=True)
+                for i, text in zip(chunk, texts_out, strict=True):
+                    out[i] = text
+    return out
+
+
+def evaluate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    task: str | _tasks.Task,
+    n: int = 500,
+    seed: int = 0,
+    batch_size: int = 256,
+) -> float:
+    """Held-out accuracy: greedy completions of ``n`` test-split examples, checked by the
+    task's own verifier (not string match against the gold answer, so any valid Countdown
+    expression counts)."""
+    t = _tasks.get(task)
+    examples = t.generate(n, seed=seed, split="test")
+    longest = max((len(e.answer) for e in examples), default=8)
+    completions = complete(model, tokenizer, [e.prompt for e in examples], longest + 8, batch_size)
+    return t.score(examples, completions)
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("PAPERSTACK_CACHE")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("paperstack"))
+
+
+def _resolve(
+    preset: str, task_mix: Sequence[str | _tasks.Task], steps: int | None
+) -> tuple[list[_tasks.Task], Recipe]:
+    if isinstance(task_mix, str):
+        task_mix = (task_mix,)
+    task_objs = [_tasks.get(t) for t in task_mix]
+    if not task_objs:
+        raise TinyError("task_mix is empty; name at least one of " + ", ".join(_tasks.names()))
+    _preset(preset)
+    recipes = [RECIPES.get(t.name, Recipe(steps=800)) for t in task_objs]
+    recipe = Recipe(
+        steps=max(r.steps for r in recipes) if steps is None else int(steps),
+        batch_size=max(r.batch_size for r in recipes),
+        lr=min(r.lr for r in recipes),
+        warmup_frac=max(r.warmup_frac for r in recipes),
+        weight_decay=max(r.weight_decay for r in recipes),
+    )
+    if recipe.steps < 1:
+        raise TinyError(f"steps must be >= 1, got {steps}")
+    return task_objs, recipe
+
+
+def _cache_key(
+    preset: str, task_objs: Sequence[_tasks.Task], recipe: Recipe, seed: int
+) -> dict[str, Any]:
+    import tokenizers
+    import transformers
+
+    from paperstack import __version__
+
+    return {
+        "preset": preset,
+        "config": _preset(preset),
+        "tasks": [t.config() for t in task_objs],
+        "recipe": asdict(recipe),
+        "seed": seed,
+        "recipe_version": RECIPE_VERSION,
+        "versions": {
+            "paperstack": __version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__,
+        },
+    }
+
+
+def pretrained_path(
+    preset: str = DEFAULT_PRESET,
+    task_mix: Sequence[str | _tasks.Task] = ("addition",),
+    steps: int | None = None,
+    seed: int = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Path:
+    """The cache directory :func:`pretrained` uses for these arguments (may not exist yet).
+
+    Its name is readable (preset, tasks, steps, seed) plus a hash of the full key, which
+    also covers task parameters, the recipe and the torch/transformers/tokenizers versions.
+    """
+    task_objs, recipe = _resolve(preset, task_mix, steps)
+    key = _cache_key(preset, task_objs, recipe, seed)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    names = "+".join(t.name for t in task_objs)
+    return (
+        _cache_root(cache_dir)
+        / "tiny"
+        / f"{preset}-{names}-{recipe.steps}-seed{seed}-{digest[:12]}"
+    )
+
+
+def pretrained(
+    preset: str = DEFAULT_PRESET,
+    task_mix: Sequence[str | _tasks.Task] = ("addition",),
+    steps: int | None = None,
+    seed: int = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A tiny model trained on ``task_mix`` (from the cache, else trained now and cached).
+
+    The cache root is ``cache_dir``, else ``$PAPERSTACK_CACHE``, else the platform's user
+    cache directory. Training writes into a temporary sibling directory and moves it into
+    place with one ``os.replace``, so a killed run leaves no half-written entry and two
+    concurrent runs cannot corrupt each other. The result loads with ``from_pretrained``.
+    """
+    path = pretrained_path(preset, task_mix, steps, seed, cache_dir)
+    if not (path / _MANIFEST).is_file():
+        task_objs, recipe = _resolve(preset, task_mix, steps)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        try:
+            tokenizer = build_tokenizer()
+            model = build_model(preset, tokenizer, seed)
+            stats = train(
+                model, tokenizer, task_objs, seed=seed, progress=progress, **asdict(recipe)
+            )
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            manifest = {
+                "key": _cache_key(preset, task_objs, recipe, seed),
+                "train_seconds": stats["seconds"],
+                "final_loss": stats["losses"][-1],
+                "parameters": sum(p.numel() for p in model.parameters()),
+            }
+            (tmp / _MANIFEST).write_text(
+                json.dumps(manifest, indent=2, sort_keys=True, default=str)
+            )
+            try:
+                os.replace(tmp, path)
+            except OSError:
+                if not (path / _MANIFEST).is_file():  # not a concurrent winner: a real error
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return load(path)

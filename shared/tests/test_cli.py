@@ -1,0 +1,101 @@
+"""The ``paperstack`` command: one-line errors, checks, the index, and the toy-world demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paperstack.records import Claim, Manifest, Results, Row, load_results, write_results
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "paperstack.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+def _write(dir_: Path, package: str = "pkg") -> Path:
+    rows = [
+        Row(system="a", metric="acc", value=0.9, n=10),
+        Row(system="b", metric="acc", value=0.5),
+    ]
+    claims = [Claim.compare("a_beats_b", "a beats b", rows, ("a", "acc"), "gt", ("b", "acc"))]
+    res = Results(manifest=Manifest.collect(package, "0.1.0", seed=0), rows=rows, claims=claims)
+    return write_results(dir_ / "results.json", res)
+
+
+def test_check_accepts_a_valid_file(tmp_path: Path) -> None:
+    proc = _run("check", str(_write(tmp_path)))
+    assert proc.returncode == 0
+    assert "1 held, 0 not held" in proc.stdout
+
+
+def test_check_rejects_a_corrupted_file_in_one_line(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    data = json.loads(path.read_text())
+    data["rows"][0]["value"] = None
+    path.write_text(json.dumps(data))
+    proc = _run("check", str(path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "field 'rows[0].value'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_check_rejects_a_truncated_jsonl(tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    log.write_text('{"a": 1}\n{"b": ')
+    proc = _run("check", str(log))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"paperstack: error: {log}: line 2: truncated record (file ends mid-line; "
+        "the writer was probably killed)"
+    )
+
+
+def test_collect_builds_the_index(tmp_path: Path) -> None:
+    _write(tmp_path / "one", "one")
+    _write(tmp_path / "two", "two")
+    proc = _run("collect", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "index.md").read_text()
+    assert "| one | 0.1.0 | 1/1 | [one](one/report.md) |" in text
+    assert "## two 0.1.0" in text
+
+
+def test_demo_refuses_an_unusable_out(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = _run("demo", "--out", str(blocker))
+    assert proc.returncode == 2
+    assert "exists and is not a directory" in proc.stderr
+
+
+def test_demo_rejects_an_unknown_task(tmp_path: Path) -> None:
+    proc = _run("demo", "--out", str(tmp_path), "--tasks", "chess")
+    assert proc.returncode == 2
+    assert "chess" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_demo_quick_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERSTACK_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    proc = _run("demo", "--quick", "--out", str(out), "--tasks", "addition")
+    assert proc.returncode == 0, proc.stderr
+    res = load_results(out)
+    acc = res.row("tiny-" + res.manifest.config["preset"], "addition_accuracy", "test")
+    assert 0.0 <= acc.value <= 1.0
+    assert acc.n == 100
+    assert [c.id for c in res.claims] == ["addition_solved"]
+    assert (out / "report.md").exists()
+    assert (out / "addition_accuracy.png").exists()

@@ -1,0 +1,555 @@
+"""Tests for paperstack.llm: the protocol, the transformers and HTTP backends, cassettes, rules.
+
+The transformers backend runs a tiny random-init Llama with a character-level tokenizer built
+here (no hub); the HTTP backend talks to a real ThreadingHTTPServer on 127.0.0.1 started by the
+test, which can be told to fail, stall or refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from paperstack.errors import PaperstackError
+from paperstack.llm import (
+    BackendHTTPError,
+    BackendTimeoutError,
+    BackendUnreachableError,
+    CassetteError,
+    ChatModel,
+    GenerationConfig,
+    LLMError,
+    LogprobsUnsupportedError,
+    Recorder,
+    ReplayMissError,
+    RuleAgent,
+    generate_one,
+)
+
+# --------------------------------------------------------------------------- fakes
+
+
+class EchoAgent(RuleAgent):
+    """Replies with the last message reversed, plus a seeded random digit."""
+
+    def respond(self, messages: list[dict[str, Any]]) -> str:
+        digit = self.rng(messages).randint(0, 9)
+        return f"{messages[-1]['content'][::-1]}|{digit}"
+
+
+class CountingModel:
+    """A ChatModel that counts calls and samples (fake) randomness, to test the Recorder."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self._draw = 0
+
+    def generate(self, prompts, *, n=1, temperature=0.0, seed=None, **kwargs):  # type: ignore[no-untyped-def]
+        self.calls.append(("generate", len(prompts)))
+        out = []
+        for p in prompts:
+            text = p if isinstance(p, str) else p[-1]["content"]
+            samples = []
+            for _ in range(n):
+                self._draw += 1
+                tag = self._draw if temperature > 0 and seed is None else 0
+                samples.append(f"{text}#{tag}")
+            out.append(samples)
+        return out
+
+    def logprobs(self, prompts, continuations):  # type: ignore[no-untyped-def]
+        self.calls.append(("logprobs", len(prompts)))
+        return [
+            np.array([-0.1 * (k + 1) for k in range(len(c))] + [], dtype=np.float32)
+            for c in continuations
+        ]
+
+
+# --------------------------------------------------------------------------- import hygiene
+
+
+def test_import_pulls_no_heavy_library() -> None:
+    code = (
+        "import sys, paperstack.llm; "
+        "bad = [m for m in ('torch', 'transformers', 'httpx') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_generation_config_validates() -> None:
+    assert GenerationConfig(stop=["a"]).stop == ("a",)
+    assert GenerationConfig(temperature=0.7).stochastic
+    assert not GenerationConfig(temperature=0.7, seed=1).stochastic
+    for bad in ({"n": 0}, {"temperature": -1.0}, {"top_p": 0.0}, {"stop": [""]}):
+        with pytest.raises(LLMError):
+            GenerationConfig(**bad)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- rule agents
+
+
+def test_rule_agent_is_a_chat_model_and_deterministic() -> None:
+    agent = EchoAgent(seed=3)
+    assert isinstance(agent, ChatModel)
+    assert agent.name == "EchoAgent"
+    msgs = [{"role": "user", "content": "abc"}]
+    first = agent.generate([msgs, "xyz"], n=2)
+    assert first == agent.generate([msgs, "xyz"], n=2)
+    assert first[0][0].startswith("cba|")
+    assert first[0][0] == first[0][1]
+    assert first[1][0].startswith("zyx|")  # a string prompt arrives as one user message
+    assert generate_one(agent, "xyz") == first[1][0]
+    assert agent.generate(["xyz"], stop=["y"]) == [["z"]]
+
+
+def test_rule_agent_refuses_logprobs() -> None:
+    with pytest.raises(LogprobsUnsupportedError, match="not supported by rule-based agents"):
+        EchoAgent().logprobs(["a"], ["b"])
+
+
+def test_bad_prompts_get_one_line_errors() -> None:
+    agent = EchoAgent()
+    with pytest.raises(LLMError, match="list of prompts"):
+        agent.generate("abc")  # type: ignore[arg-type]
+    with pytest.raises(LLMError, match=r"prompts\[0\]\[0\]"):
+        agent.generate([[{"content": "no role"}]])
+    with pytest.raises(LLMError, match="one continuation per prompt"):
+        agent.logprobs(["a", "b"], ["c"])
+
+
+# --------------------------------------------------------------------------- recorder
+
+
+def test_recorder_replays_with_no_model(tmp_path: Path) -> None:
+    cassette = tmp_path / "calls.jsonl"
+    inner = CountingModel()
+    with Recorder(inner, cassette, mode="record") as rec:
+        assert isinstance(rec, ChatModel)
+        live = rec.generate(["a", [{"role": "user", "content": "b"}]], max_new_tokens=5)
+        scores = rec.logprobs(["p", "q"], ["xyz", "uv"])
+    assert len(cassette.read_text().splitlines()) == 4
+
+    replay = Recorder(None, cassette, mode="replay")
+    assert replay.name == "counting"  # read from the cassette
+    assert replay.generate(["a", [{"role": "user", "content": "b"}]], max_new_tokens=5) == live
+    again = replay.logprobs(["q", "p"], ["uv", "xyz"])  # another order and batching
+    np.testing.assert_array_equal(again[0], scores[1])
+    assert again[1].dtype == np.float32
+    assert np.array_equal(again[1], scores[0])
+    assert replay.hits == 4
+    assert replay.misses == 0
+
+
+def test_replay_miss_names_cassette_and_hash(tmp_path: Path) -> None:
+    cassette = tmp_path / "calls.jsonl"
+    with Recorder(CountingModel(), cassette) as rec:
+        rec.generate(["a"])
+    replay = Recorder(None, cassette, mode="replay")
+    with pytest.raises(ReplayMissError) as info:
+        replay.generate(["a"], max_new_tokens=7)  # other parameters: another request
+    message = str(info.value)
+    assert str(cassette) in message
+    assert "\n" not in message
+    assert any(len(word) == 64 for word in message.split())  # the full sha256 key
+
+
+def test_auto_mode_asks_only_for_missing_prompts(tmp_path: Path) -> None:
+    cassette = tmp_path / "calls.jsonl"
+    inner = CountingModel()
+    with Recorder(inner, cassette) as rec:
+        rec.generate(["a", "b"])
+        assert rec.generate(["b", "c", "a"]) == [["b#0"], ["c#0"], ["a#0"]]
+    assert inner.calls == [("generate", 2), ("generate", 1)]
+    assert (rec.hits, rec.misses) == (2, 3)
+
+
+def test_unseeded_sampling_replays_the_same_sequence(tmp_path: Path) -> None:
+    cassette = tmp_path / "calls.jsonl"
+    with Recorder(CountingModel(), cassette) as rec:
+        live = [rec.generate(["a", "a"], temperature=1.0) for _ in range(2)]
+    assert live == [[["a#1"], ["a#2"]], [["a#3"], ["a#4"]]]  # distinct samples, not one cached
+    replay = Recorder(None, cassette, mode="replay")
+    assert [replay.generate(["a", "a"], temperature=1.0) for _ in range(2)] == live
+    with pytest.raises(ReplayMissError):
+        replay.generate(["a"], temperature=1.0)  # a fifth sample was never recorded
+
+
+def test_torn_last_line_is_dropped_when_recording_resumes(tmp_path: Path) -> None:
+    cassette = tmp_path / "calls.jsonl"
+    with Recorder(CountingModel(), cassette) as rec:
+        rec.generate(["a", "b"])
+    with cassette.open("ab") as fh:
+        fh.write(b'{"key": "dead", "resp')  # the run was killed mid-line
+    inner = CountingModel()
+    with Recorder(inner, cassette) as rec:
+        assert rec.generate(["a", "c"]) == [["a#0"], ["c#0"]]
+    assert inner.calls == [("generate", 1)]
+    lines = cassette.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    assert all(json.loads(line) for line in lines[:-1])
+    assert len(lines) - 1 == 3
+
+
+def test_corrupt_cassette_and_bad_modes(tmp_path: Path) -> None:
+    cassette = tmp_path / "calls.jsonl"
+    cassette.write_text('{"key": "a", "response": []}\nnot json\n{"key": "b", "response": []}\n')
+    with pytest.raises(CassetteError, match="line 2"):
+        Recorder(CountingModel(), cassette)
+    with pytest.raises(CassetteError, match="no such cassette"):
+        Recorder(None, tmp_path / "missing.jsonl", mode="replay")
+    with pytest.raises(LLMError, match="needs a model"):
+        Recorder(None, tmp_path / "x.jsonl", mode="record")
+    with pytest.raises(LLMError, match="mode"):
+        Recorder(None, tmp_path / "x.jsonl", mode="rewind")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- transformers
+
+
+@pytest.fixture(scope="module")
+def tiny_chat() -> Iterator[Any]:
+    """A 2-layer random Llama over a character vocabulary, with a chat template.
+
+    torch runs it on one thread: a model this small gains nothing from more, and on a shared
+    2-core runner OpenMP threads spinning against other processes made calls 100x slower.
+    """
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from paperstack.llm import TransformersChat
+
+    specials = ["<pad>", "<s>", "</s>", "<unk>", "<|user|>", "<|assistant|>", "<|system|>"]
+    chars = list("abcdefghijklmnopqrstuvwxyz0123456789 .,:;!?+-=*/()'\n")
+    vocab = {token: i for i, token in enumerate(specials + chars)}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    core.decoder = decoders.Fuse()
+    template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        additional_special_tokens=specials[4:],
+        chat_template=template,
+    )
+    config = transformers.LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield TransformersChat(model, tokenizer, batch_size=2, name="tiny-llama")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _naive_logprobs(chat: Any, prompt: Any, continuation: str) -> np.ndarray:
+    """Reference: one unpadded forward pass and a Python loop over the continuation tokens."""
+    import torch
+
+    p = chat._prompt_ids(prompt)
+    c = chat.tokenizer(continuation, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = chat.model(input_ids=torch.tensor([p + c])).logits[0]
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return np.array([logp[len(p) - 1 + k, tok].item() for k, tok in enumerate(c)])
+
+
+def test_transformers_logprobs_match_unbatched_reference(tiny_chat: Any) -> None:
+    prompts: list[Any] = [
+        "abc",
+        [{"role": "user", "content": "what is 2+2?"}],
+        "a much longer prompt that forces padding",
+        "x",
+    ]
+    continuations = ["de", " 4", "!", "yz yz yz yz"]
+    got = tiny_chat.logprobs(prompts, continuations)
+    for prompt, cont, values in zip(prompts, continuations, got, strict=True):
+        assert values.dtype == np.float32
+        assert values.shape == (len(cont),)
+        assert np.all(values <= 0)
+        np.testing.assert_allclose(values, _naive_logprobs(tiny_chat, prompt, cont), atol=1e-5)
+    assert tiny_chat.logprobs(["abc"], [""])[0].shape == (0,)
+
+
+def test_transformers_batched_generation_matches_single(tiny_chat: Any) -> None:
+    prompts: list[Any] = ["abc", "hello world, again", [{"role": "user", "content": "hi"}]]
+    batched = tiny_chat.generate(prompts, max_new_tokens=6)
+    single = [tiny_chat.generate([p], max_new_tokens=6)[0] for p in prompts]
+    assert batched == single  # left padding does not change greedy decoding
+    assert all(len(samples) == 1 for samples in batched)
+
+
+def test_transformers_seed_is_honoured(tiny_chat: Any) -> None:
+    kwargs: dict[str, Any] = {"max_new_tokens": 12, "temperature": 1.0, "n": 3}
+    a = tiny_chat.generate(["abc", "de"], seed=1, **kwargs)
+    assert a == tiny_chat.generate(["abc", "de"], seed=1, **kwargs)
+    assert a != tiny_chat.generate(["abc", "de"], seed=2, **kwargs)
+    assert len(a) == 2
+    assert all(len(s) == 3 for s in a)
+    assert len(set(a[0])) > 1  # the n samples differ from one another
+
+
+def test_transformers_stop_strings_are_cut(tiny_chat: Any) -> None:
+    full = tiny_chat.generate(["abc"], max_new_tokens=12)[0][0]
+    visible = [ch for ch in full if ch.strip()]
+    assert visible, "the tiny model produced only whitespace; pick another prompt"
+    stop = visible[len(visible) // 2]
+    cut = tiny_chat.generate(["abc"], max_new_tokens=12, stop=[stop])[0][0]
+    assert cut == full[: full.index(stop)]
+
+
+def test_transformers_without_chat_template_refuses_messages(tiny_chat: Any) -> None:
+    from paperstack.llm import TransformersChat
+
+    template = tiny_chat.tokenizer.chat_template
+    try:
+        tiny_chat.tokenizer.chat_template = None
+        with pytest.raises(LLMError, match="no chat template"):
+            tiny_chat.generate([[{"role": "user", "content": "hi"}]], max_new_tokens=2)
+    finally:
+        tiny_chat.tokenizer.chat_template = template
+    assert isinstance(tiny_chat, TransformersChat)
+
+
+def test_transformers_from_pretrained_round_trip(tiny_chat: Any, tmp_path: Path) -> None:
+    from paperstack.llm import TransformersChat
+
+    tiny_chat.model.save_pretrained(tmp_path)
+    tiny_chat.tokenizer.save_pretrained(tmp_path)
+    loaded = TransformersChat.from_pretrained(str(tmp_path), device="cpu", local_files_only=True)
+    assert loaded.name == str(tmp_path)
+    chat = [{"role": "user", "content": "hi"}]
+    assert loaded.generate([chat], max_new_tokens=4) == tiny_chat.generate([chat], max_new_tokens=4)
+    np.testing.assert_allclose(
+        loaded.logprobs(["abc"], ["de"])[0], tiny_chat.logprobs(["abc"], ["de"])[0], atol=1e-6
+    )
+    with pytest.raises(LLMError, match="cannot load model"):
+        TransformersChat.from_pretrained(str(tmp_path / "missing"), local_files_only=True)
+
+
+def test_recorder_over_transformers_replays_exact_scores(tiny_chat: Any, tmp_path: Path) -> None:
+    cassette = tmp_path / "tiny.jsonl"
+    with Recorder(tiny_chat, cassette) as rec:
+        live = rec.logprobs(["abc"], ["def"])[0]
+    replayed = Recorder(None, cassette, mode="replay").logprobs(["abc"], ["def"])[0]
+    assert replayed.dtype == live.dtype
+    assert np.array_equal(replayed, live)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class FakeOpenAI:
+    """Minimal OpenAI-compatible server state: injected failures, a stall, recorded requests."""
+
+    def __init__(self) -> None:
+        self.fail_with: list[tuple[int, dict[str, Any]]] = []
+        self.stall = 0.0
+        self.echo_logprobs = True
+        self.requests: list[tuple[str, dict[str, Any], dict[str, str]]] = []
+        self.lock = threading.Lock()
+
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.fail_with:
+            return self.fail_with.pop(0)
+        if path == "/v1/chat/completions":
+            text = body["messages"][-1]["content"].upper()
+            choices = [
+                {"index": i, "message": {"role": "assistant", "content": f"{text}{i}"}}
+                for i in reversed(range(body.get("n", 1)))  # any order; the client sorts
+            ]
+            return 200, {"object": "chat.completion", "choices": choices}
+        if path == "/v1/completions":
+            prompt = body["prompt"]
+            if body.get("echo"):
+                # Character-level "tokens"; token k gets logprob -(k / 10), the first none.
+                logprobs = {
+                    "tokens": list(prompt),
+                    "token_logprobs": [None] + [-k / 10 for k in range(1, len(prompt))],
+                    "text_offset": list(range(len(prompt))),
+                    "top_logprobs": None,
+                }
+                choice = {"index": 0, "text": prompt}
+                choice["logprobs"] = logprobs if self.echo_logprobs else None
+                return 200, {"object": "text_completion", "choices": [choice]}
+            choices = [{"index": i, "text": f"{prompt[::-1]}{i}"} for i in range(body.get("n", 1))]
+            return 200, {"object": "text_completion", "choices": choices}
+        return 404, {"object": "error", "message": f"no route {path}", "code": 404}
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, FakeOpenAI]]:
+    state = FakeOpenAI()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length))
+            with state.lock:
+                state.requests.append((self.path, body, dict(self.headers)))
+                status, payload = state.answer(self.path, body)
+            if state.stall:
+                time.sleep(state.stall)
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client gave up (timeout test)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loopback requests must never be routed through a proxy from the environment."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _client(url: str, **kwargs: Any) -> Any:
+    from paperstack.llm import OpenAIChat
+
+    pytest.importorskip("httpx")
+    options: dict[str, Any] = {"timeout": 2.0, "max_retries": 2, "backoff": 0.01}
+    options.update(kwargs)
+    return OpenAIChat(url, "served-model", **options)
+
+
+def test_http_generate_chat_and_completion(
+    server: tuple[str, FakeOpenAI], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, state = server
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    with _client(url) as chat:
+        assert isinstance(chat, ChatModel)
+        assert chat.name == "served-model"
+        assert "sk-secret" not in repr(chat)
+        out = chat.generate(
+            [[{"role": "user", "content": "hi"}], "abc"], n=2, seed=5, stop=["\n"], max_new_tokens=9
+        )
+    assert out == [["HI0", "HI1"], ["cba0", "cba1"]]
+    paths = sorted(path for path, _, _ in state.requests)
+    assert paths == ["/v1/chat/completions", "/v1/completions"]
+    for _, body, headers in state.requests:
+        assert body["model"] == "served-model"
+        assert body["n"] == 2
+        assert body["seed"] == 5
+        assert body["max_tokens"] == 9
+        assert body["stop"] == ["\n"]
+        assert headers["Authorization"] == "Bearer sk-secret"
+
+
+def test_http_logprobs_from_echoed_prompt(
+    server: tuple[str, FakeOpenAI], request: pytest.FixtureRequest
+) -> None:
+    url, state = server
+    chat = _client(url + "/v1/")  # the SDK-style base URL works as well
+    request.addfinalizer(chat.close)
+    got = chat.logprobs(["abc", "hello "], ["de", "x"])
+    np.testing.assert_allclose(got[0], [-0.3, -0.4])
+    np.testing.assert_allclose(got[1], [-0.6])
+    body = state.requests[0][1]
+    assert body["echo"] is True
+    assert body["logprobs"] == 1
+    assert body["max_tokens"] == 0
+    with pytest.raises(LogprobsUnsupportedError, match="string prompts"):
+        chat.logprobs([[{"role": "user", "content": "a"}]], ["b"])
+    state.echo_logprobs = False
+    with pytest.raises(LogprobsUnsupportedError, match="no echoed prompt logprobs"):
+        chat.logprobs(["abc"], ["d"])
+
+
+def test_http_retries_after_503(server: tuple[str, FakeOpenAI]) -> None:
+    url, state = server
+    busy = (503, {"object": "error", "message": "model is loading"})
+    state.fail_with = [busy, busy]
+    with _client(url, max_retries=2) as chat:
+        assert chat.generate(["ab"]) == [["ba0"]]
+    assert len(state.requests) == 3
+    state.fail_with = [busy, busy, busy]
+    with pytest.raises(BackendHTTPError, match="HTTP 503: model is loading") as info:
+        _client(url, max_retries=2).generate(["ab"])
+    assert info.value.status == 503
+
+
+def test_http_400_fails_at_once_with_server_message(server: tuple[str, FakeOpenAI]) -> None:
+    url, state = server
+    error = {"error": {"message": "max_tokens is too large", "type": "invalid_request_error"}}
+    state.fail_with = [(400, error)]
+    with pytest.raises(BackendHTTPError, match="max_tokens is too large") as info:
+        _client(url, max_retries=3).generate(["ab"])
+    assert info.value.status == 400
+    assert len(state.requests) == 1
+
+
+def test_http_timeout(server: tuple[str, FakeOpenAI]) -> None:
+    url, state = server
+    state.stall = 0.6
+    start = time.monotonic()
+    with pytest.raises(BackendTimeoutError, match=r"no answer within 0\.2 s"):
+        _client(url, timeout=0.2, max_retries=0).generate(["ab"])
+    assert time.monotonic() - start < 0.55
+
+
+def test_http_unreachable_server_names_the_url() -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with pytest.raises(BackendUnreachableError) as info:
+        _client(url, max_retries=1).generate(["ab"])
+    message = str(info.value)
+    assert f"{url}/v1/completions" in message
+    assert "\n" not in message
+    assert isinstance(info.value, PaperstackError)
+
+
+def test_http_bad_base_url() -> None:
+    with pytest.raises(LLMError, match="base_url"):
+        _client("localhost:8000")
