@@ -34,7 +34,7 @@ from _repo import CONSTRAINTS, CORE_DIST, Package, RepoError, changed_packages, 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = []  # plain `nox` lists nothing to run; pick with -s or -t
+nox.options.tags = ["test"]  # plain `tools/nox` runs what CI runs
 
 CONSTRAINTS_FILE = ROOT / CONSTRAINTS
 REPORTS = ROOT / "reports"

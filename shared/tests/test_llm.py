@@ -220,18 +220,10 @@ def test_corrupt_cassette_and_bad_modes(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- transformers
 
 
-@pytest.fixture(scope="module")
-def tiny_chat() -> Iterator[Any]:
-    """A 2-layer random Llama over a character vocabulary, with a chat template.
-
-    torch runs it on one thread: a model this small gains nothing from more, and on a shared
-    2-core runner OpenMP threads spinning against other processes made calls 100x slower.
-    """
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+def _local_tiny(torch: Any, transformers: Any) -> tuple[Any, Any]:
+    """Fallback when :mod:`paperstack.tiny` is unavailable: a char-level tokenizer built with
+    ``tokenizers`` and a 2-layer random Llama."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    from paperstack.llm import TransformersChat
 
     specials = ["<pad>", "<s>", "</s>", "<unk>", "<|user|>", "<|assistant|>", "<|system|>"]
     chars = list("abcdefghijklmnopqrstuvwxyz0123456789 .,:;!?+-=*/()'\n")
@@ -265,7 +257,28 @@ def tiny_chat() -> Iterator[Any]:
         eos_token_id=2,
     )
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
+    return transformers.LlamaForCausalLM(config), tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_chat() -> Iterator[Any]:
+    """The toy world's ``micro`` random Llama and its char-level tokenizer with chat template.
+
+    torch runs it on one thread: a model this small gains nothing from more, and on a shared
+    2-core runner OpenMP threads spinning against other processes made calls 100x slower.
+    """
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+
+    from paperstack.llm import TransformersChat
+
+    try:
+        from paperstack import tiny
+    except ImportError:
+        model, tokenizer = _local_tiny(torch, transformers)
+    else:
+        tokenizer = tiny.build_tokenizer()
+        model = tiny.build_model("micro", tokenizer, seed=0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -137,7 +137,7 @@ def test_countdown_solver_and_instances() -> None:
 def test_addition_format_and_verifier() -> None:
     add = tasks.get("addition")
     ex = add.make(42, 317)
-    assert (ex.prompt, ex.answer) == ("042+317=", "9530")
+    assert (ex.prompt, ex.answer) == ("240+713=", "9530")
     assert add.verify(ex, "953")  # a reversed sum without the padding digit is still the sum
     assert not add.verify(ex, "359")
     natural = tasks.get("addition", pad=False, reverse=False).make(42, 317)

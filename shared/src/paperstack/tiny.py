@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -311,12 +311,16 @@ def train(
     warmup_frac: float = 0.05,
     weight_decay: float = 0.01,
     progress: bool = True,
+    num_threads: int | None = None,
+    callback: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """Supervised training on a mix of tasks; returns ``{"losses": [...], "seconds": ...}``.
 
     Each example is the chat ``user: prompt / assistant: answer``; cross-entropy on the answer
     tokens only. Tasks are mixed in equal proportion. AdamW with linear warmup and cosine
     decay to 10% of ``lr``; gradients clipped at 1. The model trains in place.
+    ``num_threads`` defaults to the cores this process may use; ``callback(step, loss)`` runs
+    after every step (for learning curves; it may switch the model to eval mode and back).
     """
     if steps < 1:
         raise TinyError(f"steps must be >= 1, got {steps}")
@@ -354,7 +358,7 @@ def train(
     model.train()
     start = time.perf_counter()
     names = "+".join(t.name for t in task_objs)
-    with _threads(), _progress(progress, steps, names) as bar:
+    with _threads(num_threads), _progress(progress, steps, names) as bar:
         job = bar.add_task(f"training {names}", total=steps, loss="-")
         for step in range(steps):
             if cursor + batch_size > len(order):
@@ -373,6 +377,9 @@ def train(
             opt.step()
             sched.step()
             losses.append(loss.item())
+            if callback is not None:
+                callback(step, losses[-1])
+                model.train()
             if step % 10 == 0 or step == steps - 1:
                 bar.update(job, completed=step + 1, loss=f"{losses[-1]:.4f}")
     model.eval()
@@ -412,7 +419,7 @@ def complete(
             for s in range(0, len(idxs), batch_size):
                 chunk = idxs[s : s + batch_size]
                 x = torch.tensor([encoded[i] for i in chunk], device=model.device)
-                gen = model.generate(
+                gen = model.generate(  # type: ignore[operator]
                     input_ids=x,
                     attention_mask=torch.ones_like(x),
                     max_new_tokens=max_new_tokens,

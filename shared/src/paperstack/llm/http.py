@@ -45,9 +45,14 @@ __all__ = ["OpenAIChat"]
 
 T = TypeVar("T")
 
-#: Statuses worth retrying: rate limiting and server-side failures (vLLM answers 503 while a
-#: model is still loading). Every other 4xx is the caller's mistake and fails at once.
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: 4xx statuses worth retrying (request timeout, rate limiting); every 5xx is retried too (vLLM
+#: answers 503 while a model is still loading). Any other 4xx is the caller's mistake and fails
+#: at once with the server's message.
+RETRY_4XX = frozenset({408, 429})
+
+
+def _retryable(status: int) -> bool:
+    return status >= 500 or status in RETRY_4XX
 
 
 class OpenAIChat:
@@ -162,7 +167,7 @@ class OpenAIChat:
                     f"{url}: HTTP {response.status_code}: {_server_message(response)}",
                     response.status_code,
                 )
-                if response.status_code not in RETRY_STATUSES:
+                if not _retryable(response.status_code):
                     raise error
                 retry_after = _retry_after(response.headers.get("Retry-After"))
             if attempt >= self.max_retries:

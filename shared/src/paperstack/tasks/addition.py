@@ -1,11 +1,13 @@
 """Two-operand addition, the smallest task a tiny model must really solve.
 
-Default format: fixed-width operands and the sum written least-significant digit first,
-e.g. ``"042+317="`` -> ``"9530"`` (359 reversed, 4 digits). Both choices are standard for
-training small transformers on addition: with fixed width the digits to add sit at a constant
-offset (easy for rotary attention), and emitting the low digit first lets each output digit
-depend only on two input digits and the carry already written. ``pad`` and ``reverse`` switch
-them off for a natural format.
+Default format: every number fixed-width and written least-significant digit first, e.g.
+42 + 317 is posed as ``"240+713="`` and answered ``"9530"`` (359 reversed, 4 digits). Both
+choices are standard for training small transformers on addition: emitting the low digit
+first lets each output digit depend only on two input digits and the carry, and with the
+operands reversed and padded too, those two digits sit at the same relative offset from
+every output position, a pattern rotary attention learns in a few hundred steps (with the
+operands in normal order a 2M-parameter model was still at 0% after 400 steps). ``pad=False,
+reverse=False`` gives the natural format ``"42+317="`` -> ``"359"``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ _DIGITS = re.compile(r"\d+")
 
 @dataclass(frozen=True)
 class Addition(Task):
-    """``a + b`` with ``0 <= a, b < 10**digits``; ``meta`` has ``a``, ``b`` and ``sum``."""
+    """``a + b`` with ``0 <= a, b < 10**digits``; ``meta`` has ``a``, ``b`` and ``sum``.
+
+    ``reverse`` writes operands and answer least-significant digit first; ``pad`` makes
+    operands ``digits`` wide and the answer ``digits + 1`` wide.
+    """
 
     name: ClassVar[str] = "addition"
     digits: int = 3
@@ -55,7 +61,10 @@ class Addition(Task):
     def make(self, a: int, b: int) -> Example:
         """An :class:`Example` for ``a + b``."""
         width = self.digits if self.pad else 0
-        prompt = f"{str(a).zfill(width)}+{str(b).zfill(width)}="
+        ta, tb = str(a).zfill(width), str(b).zfill(width)
+        if self.reverse:
+            ta, tb = ta[::-1], tb[::-1]
+        prompt = f"{ta}+{tb}="
         return Example(self.name, prompt, self.format_answer(a + b), {"a": a, "b": b, "sum": a + b})
 
     def generate(self, n: int, seed: int = 0, split: Split = "train") -> list[Example]:

@@ -124,7 +124,9 @@ class Task(ABC):
 
     def config(self) -> dict[str, Any]:
         """The task's parameters, with its name: what identifies its example distribution."""
-        params = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+        params: dict[str, Any] = (
+            dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}  # type: ignore[arg-type]
+        )
         return {"name": self.name, **params}
 
     def score(self, examples: Sequence[Example], completions: Sequence[str]) -> float:

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from paperstack.tasks.base import (
     Example,
@@ -37,6 +37,7 @@ __all__ = ["Countdown", "ExpressionError", "evaluate_expression", "solve"]
 _OPS = "+-*/"
 _TOKEN = re.compile(r"\s*(?:(\d+)|([-+*/()]))")
 _MAX_EXPR_CHARS = 256  # bounds the parser's recursion depth on adversarial completions
+_MAX_LISTED = 64  # solutions kept in ``meta`` (3 numbers have at most a few dozen)
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
@@ -151,7 +152,8 @@ def solve(numbers: Sequence[int], target: int, limit: int | None = None) -> list
 
     Exhaustive pairwise combination, the standard Countdown / 24-game search; each
     intermediate is parenthesised, so every returned string has one fixed shape, e.g.
-    ``(7*4)+2``. Order is deterministic (numbers as given, operators in ``+-*/`` order).
+    ``(7*4)+2``, and the operands of ``+`` and ``*`` are written larger first, so commuted
+    duplicates are not listed. Order is deterministic (numbers as given, ``+-*/``).
     """
     found: list[str] = []
     seen: set[str] = set()
@@ -170,13 +172,17 @@ def solve(numbers: Sequence[int], target: int, limit: int | None = None) -> list
                     continue
                 rest = [items[k] for k in range(len(items)) if k not in (i, j)]
                 for op in _OPS:
-                    value = _combine(items[i][0], items[j][0], op)
-                    if value is None:
+                    # + and * commute: write the larger operand first, so each solution
+                    # has one spelling and a model's probability mass is not split.
+                    if op in "+*" and (items[i][0], items[i][1]) < (items[j][0], items[j][1]):
+                        continue
+                    combined = _combine(items[i][0], items[j][0], op)
+                    if combined is None:
                         continue
                     text = f"{items[i][1]}{op}{items[j][1]}"
                     if rest:
                         text = f"({text})"
-                    if rec([(value, text), *rest]):
+                    if rec([(combined, text), *rest]):
                         return True
         return False
 
@@ -189,10 +195,14 @@ class Countdown(Task):
     """Countdown with ``n_numbers`` numbers drawn from ``1..max_number``.
 
     Prompt ``"Make 30 with 2 4 7."`` (numbers sorted, so the instance is the multiset);
-    gold answer one canonical solution such as ``(7*4)+2``; ``meta`` has ``numbers``,
-    ``target`` and ``n_solutions``. Targets are values of random valid expressions that are
-    positive integers up to ``max_target``, so every instance is solvable. Train and test
-    partition the (numbers, target) pairs by a stable hash.
+    gold answer one solution in the fixed shape of :func:`solve`, such as ``(7*4)+2``;
+    ``meta`` has ``numbers``, ``target``, ``n_solutions`` and ``solutions``. With
+    ``solution_choice="random"`` (default) each generated example draws its gold answer
+    among all solutions: a model trained on it learns the whole solution set (a diverse base
+    policy, which RL methods want) and, measured, generalises to unseen instances better than
+    one trained on a single arbitrary solution per instance. Targets are values of random
+    valid expressions that are positive integers up to ``max_target``, so every instance is
+    solvable. Train and test partition the (numbers, target) pairs by a stable hash.
     """
 
     name: ClassVar[str] = "countdown"
@@ -200,6 +210,7 @@ class Countdown(Task):
     max_number: int = 9
     max_target: int = 100
     test_fraction: float = 0.2
+    solution_choice: Literal["random", "first"] = "random"
 
     def __post_init__(self) -> None:
         if not 2 <= self.n_numbers <= 6:
@@ -208,19 +219,35 @@ class Countdown(Task):
             raise TaskError("countdown: max_number and max_target must be >= 1")
         if not 0.0 < self.test_fraction < 1.0:
             raise TaskError(f"countdown: test_fraction must be in (0, 1), got {self.test_fraction}")
+        if self.solution_choice not in ("random", "first"):
+            raise TaskError(
+                "countdown: solution_choice must be 'random' or 'first', "
+                f"got {self.solution_choice!r}"
+            )
 
     def prompt(self, numbers: Sequence[int], target: int) -> str:
         """The prompt text for an instance (public so callers can pose their own)."""
         return f"Make {target} with {' '.join(str(x) for x in numbers)}."
 
-    def make(self, numbers: Sequence[int], target: int) -> Example:
-        """An :class:`Example` for given numbers and target (raises if unsolvable)."""
+    def make(self, numbers: Sequence[int], target: int, rng: Any = None) -> Example:
+        """An :class:`Example` for given numbers and target (raises if unsolvable).
+
+        The gold answer is one of the solutions: drawn with ``rng`` when
+        ``solution_choice="random"`` and an ``rng`` is given, else the first in search order.
+        """
         nums = sorted(int(x) for x in numbers)
         solutions = solve(nums, target)
         if not solutions:
             raise TaskError(f"countdown: {target} cannot be made from {nums}")
-        meta = {"numbers": nums, "target": int(target), "n_solutions": len(solutions)}
-        return Example(self.name, self.prompt(nums, target), solutions[0], meta)
+        meta = {
+            "numbers": nums,
+            "target": int(target),
+            "n_solutions": len(solutions),
+            "solutions": solutions[:_MAX_LISTED],
+        }
+        use_rng = rng is not None and self.solution_choice == "random"
+        answer = rng.choice(solutions) if use_rng else solutions[0]
+        return Example(self.name, self.prompt(nums, target), answer, meta)
 
     def _random_target(self, nums: list[int], rng: Any) -> int | None:
         items = [Fraction(x) for x in nums]
@@ -256,7 +283,10 @@ class Countdown(Task):
                 continue
             if key not in cache:
                 cache[key] = self.make(nums, target)
-            out.append(cache[key])
+            ex = cache[key]
+            if self.solution_choice == "random":
+                ex = Example(ex.task, ex.prompt, rng.choice(ex.meta["solutions"]), ex.meta)
+            out.append(ex)
         return out
 
     def verify(self, example: Example, completion: str | Sequence[Mapping[str, Any]]) -> bool:

@@ -242,7 +242,7 @@ class FactWorld(Task):
         text = completion_text(completion).strip()
         if "choices" in example.meta:
             m = re.match(r"^\(?([A-Za-z])\b", text)
-            return bool(m) and m.group(1).upper() == example.meta["letter"]
+            return m is not None and m.group(1).upper() == example.meta["letter"]
         first = text.splitlines()[0] if text else ""
         return first.strip(" .").lower() == str(example.meta["value"]).lower()
 
