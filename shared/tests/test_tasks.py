@@ -32,13 +32,23 @@ def test_train_and_test_instances_are_disjoint(name: str) -> None:
 
 
 def test_fact_test_split_asks_the_same_facts_in_an_unseen_phrasing() -> None:
-    world = FactWorld(n_entities=10)
+    world = FactWorld(n_entities=10, heldout_template=True)
     train = world.generate(500, seed=0, split="train")
     test = world.generate(60, seed=0, split="test")
     assert {e.meta["template"] for e in train}.isdisjoint({e.meta["template"] for e in test})
     facts = {(e.meta["entity"], e.meta["attribute"]) for e in test}
     assert facts == {(f.entity, f.attribute) for f in world.facts()}
     assert {e.prompt for e in train}.isdisjoint({e.prompt for e in test})
+
+
+def test_fact_default_test_split_is_recall_of_every_trained_fact() -> None:
+    world = FactWorld(n_entities=10)
+    test = world.generate(len(world.facts()), seed=0, split="test")
+    assert {(e.meta["entity"], e.meta["attribute"]) for e in test} == {
+        (f.entity, f.attribute) for f in world.facts()
+    }
+    trained = {e.prompt for e in world.generate(2000, seed=0, split="train")}
+    assert {e.prompt for e in test} <= trained
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -131,17 +141,39 @@ def test_countdown_solver_and_instances() -> None:
         )
 
 
+def test_countdown_subproblems_only_in_training() -> None:
+    task = Countdown(subproblems=0.5)
+    sizes = {len(e.meta["numbers"]) for e in task.generate(200, seed=0)}
+    assert sizes == {2, 3}
+    assert {len(e.meta["numbers"]) for e in task.generate(200, seed=0, split="test")} == {3}
+    assert {len(e.meta["numbers"]) for e in Countdown().generate(200, seed=0)} == {3}
+
+
+def test_countdown_random_solution_choice_covers_the_solution_set() -> None:
+    examples = Countdown().generate(400, seed=0)
+    assert all(e.answer in e.meta["solutions"] for e in examples)
+    assert any(e.answer != e.meta["solutions"][0] for e in examples)
+    first = Countdown(solution_choice="first").generate(50, seed=0)
+    assert all(e.answer == e.meta["solutions"][0] for e in first)
+
+
 # ------------------------------------------------------------------ addition / arithmetic
 
 
 def test_addition_format_and_verifier() -> None:
-    add = tasks.get("addition")
+    add = tasks.get("addition", digits=3)
     ex = add.make(42, 317)
     assert (ex.prompt, ex.answer) == ("240+713=", "9530")
     assert add.verify(ex, "953")  # a reversed sum without the padding digit is still the sum
     assert not add.verify(ex, "359")
     natural = tasks.get("addition", pad=False, reverse=False).make(42, 317)
     assert (natural.prompt, natural.answer) == ("42+317=", "359")
+    hinted = tasks.get("addition", digits=3, hints=True)
+    ex = hinted.make(42, 317)
+    assert (ex.prompt, ex.answer) == ("a2b4c0+a7b1c3=", "a9b5c3d0")
+    assert hinted.verify(ex, "a9b5c3")
+    assert not hinted.verify(ex, "a9b5c4d0")
+    assert tasks.get("addition").make(42, 17).prompt == "24+71="
 
 
 def test_arithmetic_solution_is_stepwise_and_checked_per_step() -> None:

