@@ -203,18 +203,20 @@ def tests(session: nox.Session, package: str) -> None:
     """pytest of one package in its own venv (package + core non-editable, test group).
 
     Installs the core and the package non-editable (plus its ``test-extras``), then its ``test``
-    dependency group. Marker default: ``not gpu and not slow`` (the fast suite). For the core it
-    is ``not gpu``: the core's slow test (the tiny model reaching its accuracy floors) is what
-    every package stands on, so CI runs it. Arguments after ``--`` are appended (``-- -m slow``:
-    the last -m wins).
+    dependency group. Runs ``pytest -m "not gpu"``: slow tests are skipped unless asked for
+    (paperstack's pytest plugin), except in the core, which adds ``--run-slow``: its slow test
+    (the tiny models reaching their accuracy floors) is what every package stands on, so CI
+    runs it. Arguments after ``--`` are appended (``-- -m slow`` runs only the slow ones).
     """
     pkg = _package_arg(package)
     _guard(session)
     _install_projects(session, pkg, pkg.test_extras)
     _install_group(session, pkg, "test", ["pytest"])
     session.chdir(pkg.path)
-    marker = "not gpu" if pkg.is_core else "not gpu and not slow"
-    session.run("pytest", "-m", marker, *session.posargs)
+    # The core also runs its slow tests: the tiny models reaching their accuracy floors is
+    # what every package's demo stands on. Packages run their fast suite.
+    slow = ["--run-slow"] if pkg.is_core else []
+    session.run("pytest", "-m", "not gpu", *slow, *session.posargs)
 
 
 @nox.session(tags=["test"])

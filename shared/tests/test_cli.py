@@ -86,7 +86,6 @@ def test_demo_rejects_an_unknown_task(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.slow
 def test_demo_quick_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERSTACK_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"

@@ -10,7 +10,7 @@ import pytest
 
 from paperstack import tasks
 from paperstack.tasks import Arithmetic, Countdown, Example, FactWorld, TaskError
-from paperstack.tasks.countdown import ExpressionError, evaluate_expression, solve
+from paperstack.tasks.countdown import ExpressionError, evaluate_expression, search_trace, solve
 
 ALL = ["addition", "arithmetic", "countdown", "facts"]
 
@@ -151,10 +151,43 @@ def test_countdown_subproblems_only_in_training() -> None:
 
 def test_countdown_random_solution_choice_covers_the_solution_set() -> None:
     examples = Countdown().generate(400, seed=0)
-    assert all(e.answer in e.meta["solutions"] for e in examples)
-    assert any(e.answer != e.meta["solutions"][0] for e in examples)
+    finals = [e.answer.splitlines()[-1] for e in examples]
+    assert all(f in e.meta["solutions"] for f, e in zip(finals, examples, strict=True))
+    assert any(f != e.meta["solutions"][0] for f, e in zip(finals, examples, strict=True))
     first = Countdown(solution_choice="first").generate(50, seed=0)
-    assert all(e.answer == e.meta["solutions"][0] for e in first)
+    assert all(e.answer.splitlines()[-1] == e.meta["solutions"][0] for e in first)
+
+
+def test_countdown_steps_format_writes_the_inner_operation_first() -> None:
+    task = Countdown()
+    ex = task.make([2, 4, 7], 30)
+    assert ex.answer == "7*4=28\n(7*4)+2"
+    assert task.verify(ex, ex.answer)
+    assert not task.verify(ex, "7*4=28")  # the step alone is not an answer
+    plain = Countdown(answer_format="expression").make([2, 4, 7], 30)
+    assert plain.answer == "(7*4)+2"
+    for e in task.generate(300, seed=3):
+        step, expr = e.answer.splitlines()
+        lhs, rhs = step.split("=")
+        assert evaluate_expression(lhs)[0] == int(rhs)
+        assert f"({lhs})" in expr
+        assert task.verify(e, e.answer)
+
+
+def test_search_trace_is_complete_and_verified() -> None:
+    """The written-out search finds a solution exactly when one exists."""
+    task = Countdown(answer_format="search")
+    for a in range(1, 7):
+        for b in range(a, 7):
+            for c in range(b, 7):
+                for target in range(1, 60):
+                    trace = search_trace([a, b, c], target)
+                    assert (trace is None) == (not solve([a, b, c], target)), (a, b, c, target)
+                    if trace is not None:
+                        ex = task.make([a, b, c], target)
+                        assert ex.answer == trace
+                        assert task.verify(ex, trace)
+    assert search_trace([2, 4, 7], 30) == "2:\n7+4=11\n7*4=28\n(7*4)+2"
 
 
 # ------------------------------------------------------------------ addition / arithmetic

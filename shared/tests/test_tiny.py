@@ -163,12 +163,7 @@ def test_default_preset_solves_each_task_alone(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     record_property: Callable[[str, object], None],
-    request: pytest.FixtureRequest,
 ) -> None:
-    # Minutes of CPU training per task: run only when asked for by marker (``-m slow``), not
-    # in a plain ``pytest`` run, which must stay fast.
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("trains the default preset for minutes; run with -m slow")
     start = time.perf_counter()
     model, tok = tiny.pretrained(tiny.DEFAULT_PRESET, (task,), cache_dir=tmp_path, progress=False)
     train_s = time.perf_counter() - start

@@ -32,13 +32,14 @@ from paperstack.tasks.base import (
     split_rng,
 )
 
-__all__ = ["Countdown", "ExpressionError", "evaluate_expression", "solve"]
+__all__ = ["Countdown", "ExpressionError", "evaluate_expression", "search_trace", "solve"]
 
 _OPS = "+-*/"
 _TOKEN = re.compile(r"\s*(?:(\d+)|([-+*/()]))")
 _MAX_EXPR_CHARS = 256  # bounds the parser's recursion depth on adversarial completions
 _MAX_LISTED = 64  # solutions kept in ``meta`` (3 numbers have at most a few dozen)
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_INNER = re.compile(r"\((\d+[-+*/]\d+)\)")  # the innermost operation of a solve() string
 
 
 class ExpressionError(ValueError):
@@ -190,6 +191,56 @@ def solve(numbers: Sequence[int], target: int, limit: int | None = None) -> list
     return found
 
 
+def search_trace(numbers: Sequence[int], target: int) -> str | None:
+    """A systematic search written out as a scratchpad, ending in a solution (or None).
+
+    Every three-number expression is ``(x op1 y) op2 z`` for one number ``z`` held back, so a
+    complete search visits each distinct ``z`` (ascending, a header line ``z:``), writes each
+    pair result ``x op1 y = r`` (``x >= y``; ``+ * - /``, exact divisions only) and stops at the
+    first ``r`` from which one operation with ``z`` reaches the target, writing that
+    expression as the last line::
+
+        Make 30 with 2 4 7.  ->  2:
+                                 7+4=11
+                                 7*4=28
+                                 (7*4)+2
+
+    Each line is a small local computation (a pair's result, then whether one operation with
+    ``z`` hits the target), which a tiny model learns reliably; choosing a whole expression in
+    one shot is the hard part it does not. Negative intermediates and non-integer quotients
+    are never needed (``z - (y - x)`` is ``(x - y) + z`` and so on), so the search is
+    complete: it returns None only when no solution exists. Three numbers only.
+    """
+    nums = sorted(int(v) for v in numbers)
+    if len(nums) != 3:
+        raise TaskError(f"countdown: the search trace is for three numbers, got {len(nums)}")
+    lines: list[str] = []
+    for i, z in enumerate(nums):
+        if i and nums[i - 1] == z:
+            continue
+        x, y = max(nums[:i] + nums[i + 1 :]), min(nums[:i] + nums[i + 1 :])
+        lines.append(f"{z}:")
+        for op1 in "+*-/":
+            r = _combine(Fraction(x), Fraction(y), op1)
+            if r is None:
+                continue
+            pair = f"{x}{op1}{y}"
+            lines.append(f"{pair}={r}")
+            candidates = [
+                (r + z, f"({pair})+{z}"),
+                (r - z, f"({pair})-{z}"),
+                (z - r, f"{z}-({pair})"),
+                (r * z, f"({pair})*{z}"),
+                (_combine(r, Fraction(z), "/"), f"({pair})/{z}"),
+                (_combine(Fraction(z), r, "/"), f"{z}/({pair})"),
+            ]
+            for value, text in candidates:
+                if value is not None and value == target:
+                    lines.append(text)
+                    return "\n".join(lines)
+    return None
+
+
 @dataclass(frozen=True)
 class Countdown(Task):
     """Countdown with ``n_numbers`` numbers drawn from ``1..max_number``.
@@ -213,6 +264,9 @@ class Countdown(Task):
     max_target: int = 100
     test_fraction: float = 0.2
     solution_choice: Literal["random", "first"] = "random"
+    #: ``"search"``: the gold answer is :func:`search_trace` (a scratchpad ending in the
+    #: expression; three numbers only). ``"expression"``: the expression alone.
+    answer_format: Literal["steps", "search", "expression"] = "steps"
     #: Fraction of *training* examples posed with one number fewer (two-number subproblems
     #: that teach the arithmetic table the full problems compose). Off by default: with 25%
     #: the tiny model reached 31% on 3-number test instances against 37% without.
@@ -253,9 +307,27 @@ class Countdown(Task):
             "n_solutions": len(solutions),
             "solutions": solutions[:_MAX_LISTED],
         }
-        use_rng = rng is not None and self.solution_choice == "random"
-        answer = rng.choice(solutions) if use_rng else solutions[0]
+        if self._search:
+            answer = search_trace(nums, target) or solutions[0]
+        else:
+            use_rng = rng is not None and self.solution_choice == "random"
+            answer = self._format(rng.choice(solutions) if use_rng else solutions[0])
         return Example(self.name, self.prompt(nums, target), answer, meta)
+
+    def _format(self, solution: str) -> str:
+        """The gold answer for one solution: with ``answer_format="steps"`` the first
+        (innermost) operation and its value on a line of their own, then the expression."""
+        if self.answer_format != "steps":
+            return solution
+        inner = _INNER.search(solution)
+        if inner is None:  # two numbers: the expression is a single step
+            return solution
+        value, _ = evaluate_expression(inner.group(1))
+        return f"{inner.group(1)}={value}\n{solution}"
+
+    @property
+    def _search(self) -> bool:
+        return self.answer_format == "search" and self.n_numbers == 3
 
     def _random_target(self, nums: list[int], rng: Any) -> int | None:
         items = [Fraction(x) for x in nums]
@@ -295,8 +367,9 @@ class Countdown(Task):
             if key not in cache:
                 cache[key] = self.make(nums, target)
             ex = cache[key]
-            if self.solution_choice == "random":
-                ex = Example(ex.task, ex.prompt, rng.choice(ex.meta["solutions"]), ex.meta)
+            if self.solution_choice == "random" and not self._search:
+                answer = self._format(rng.choice(ex.meta["solutions"]))
+                ex = Example(ex.task, ex.prompt, answer, ex.meta)
             out.append(ex)
         return out
 

@@ -14,7 +14,7 @@ the training phrasings (:data:`TRAIN_TEMPLATES`) in an order and mix independent
 training draw. With ``heldout_template=True`` the test split instead asks every fact under
 :data:`TEST_TEMPLATE`, a phrasing never trained on. Measured: the default 1.3M-parameter
 model recalls the facts almost perfectly once trained but answers the unseen phrasing
-correctly only ~18% of the time (near the 10% chance level), so the floor is asserted on
+correctly only 17% of the time (chance is 10%), so the floor is asserted on
 recall and the paraphrase variant is left to methods that study generalisation.
 """
 
