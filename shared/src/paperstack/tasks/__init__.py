@@ -23,7 +23,7 @@ from typing import Any
 from paperstack.tasks.addition import Addition
 from paperstack.tasks.arithmetic import Arithmetic
 from paperstack.tasks.base import Example, Split, Task, TaskError, completion_text
-from paperstack.tasks.countdown import Countdown, evaluate_expression, solve
+from paperstack.tasks.countdown import Countdown, evaluate_expression, search_trace, solve
 from paperstack.tasks.facts import DOMAINS, Fact, FactWorld
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "evaluate_expression",
     "get",
     "names",
+    "search_trace",
     "solve",
 ]
 

@@ -246,16 +246,26 @@ class Countdown(Task):
     """Countdown with ``n_numbers`` numbers drawn from ``1..max_number``.
 
     Prompt ``"Make 30 with 2 4 7."`` (numbers sorted, so the instance is the multiset);
-    gold answer one solution in the fixed shape of :func:`solve`, such as ``(7*4)+2``;
-    ``meta`` has ``numbers``, ``target``, ``n_solutions`` and ``solutions``. With
-    ``solution_choice="random"`` (default) each generated example draws its gold answer
+    ``meta`` has ``numbers``, ``target``, ``n_solutions`` and ``solutions`` (each in the fixed
+    shape of :func:`solve`, such as ``(7*4)+2``). The gold answer depends on
+    ``answer_format``:
+
+    - ``"steps"`` (default): the innermost operation and its value, then the expression,
+      ``"7*4=28\n(7*4)+2"``. Writing the intermediate value out lets a tiny model choose the
+      last operation from a number it can see instead of one it must compute in its head; in
+      our runs this moved held-out accuracy of the default tiny preset from 41% to 51%.
+    - ``"expression"``: the expression alone, ``"(7*4)+2"``.
+    - ``"search"``: :func:`search_trace`, a complete written-out search (three numbers only);
+      about 4x the tokens of ``"steps"``, too slow to train in the toy world's budget.
+
+    The verifier reads the last line (or an ``<answer>`` tag), so all three are scored alike.
+    With ``solution_choice="random"`` (default) each generated example draws its gold solution
     among all solutions: a model trained on it learns the whole solution set (a diverse base
-    policy, which RL methods want); in our runs it kept improving on unseen instances where
-    training on one fixed solution per instance plateaued at 30–35% while memorising.
-    Targets are values of random valid expressions that are positive integers up to
-    ``max_target``, so every instance is solvable. Train and test partition the
-    (numbers, target) pairs by a stable hash; ``subproblems`` adds two-number instances to
-    the training split only.
+    policy, which RL methods want); training on one fixed solution per instance plateaued at
+    30-35% while memorising. Targets are values of random valid expressions that are
+    positive integers up to ``max_target``, so every instance is solvable. Train and test
+    partition the (numbers, target) pairs by a stable hash; ``subproblems`` adds two-number
+    instances to the training split only.
     """
 
     name: ClassVar[str] = "countdown"
@@ -281,6 +291,11 @@ class Countdown(Task):
             raise TaskError(f"countdown: test_fraction must be in (0, 1), got {self.test_fraction}")
         if not 0.0 <= self.subproblems < 1.0:
             raise TaskError(f"countdown: subproblems must be in [0, 1), got {self.subproblems}")
+        if self.answer_format not in ("steps", "search", "expression"):
+            raise TaskError(
+                "countdown: answer_format must be 'steps', 'search' or 'expression', "
+                f"got {self.answer_format!r}"
+            )
         if self.solution_choice not in ("random", "first"):
             raise TaskError(
                 "countdown: solution_choice must be 'random' or 'first', "
