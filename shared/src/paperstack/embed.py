@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from paperstack.cache import cache_root
 from paperstack.errors import PaperstackError
 
 __all__ = ["DIMENSION", "EmbedError", "Embedder", "model_dir"]
@@ -41,19 +42,6 @@ _REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "modules.json
 
 class EmbedError(PaperstackError):
     """The embedding model is missing or unusable; the message says how to fix it."""
-
-
-def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where extracted models live: ``cache_dir``, else ``$PAPERSTACK_CACHE``, else the
-    platform's user cache directory for paperstack."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("PAPERSTACK_CACHE")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("paperstack"))
 
 
 def _shipped_zip() -> tuple[Path, str]:

@@ -47,6 +47,7 @@ from transformers import (
 )
 
 from paperstack import tasks as _tasks
+from paperstack.cache import cache_root
 from paperstack.errors import PaperstackError
 
 __all__ = [
@@ -478,17 +479,6 @@ def evaluate(
 # ----------------------------------------------------------------------------- cache
 
 
-def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("PAPERSTACK_CACHE")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("paperstack"))
-
-
 def _resolve(
     preset: str, task_mix: Sequence[str | _tasks.Task], steps: int | None
 ) -> tuple[list[_tasks.Task], Recipe]:
@@ -552,9 +542,7 @@ def pretrained_path(
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     names = "+".join(t.name for t in task_objs)
     return (
-        _cache_root(cache_dir)
-        / "tiny"
-        / f"{preset}-{names}-{recipe.steps}-seed{seed}-{digest[:12]}"
+        cache_root(cache_dir) / "tiny" / f"{preset}-{names}-{recipe.steps}-seed{seed}-{digest[:12]}"
     )
 
 
