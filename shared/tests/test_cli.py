@@ -92,9 +92,11 @@ def test_demo_quick_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     proc = _run("demo", "--quick", "--out", str(out), "--tasks", "addition")
     assert proc.returncode == 0, proc.stderr
     res = load_results(out)
-    acc = res.row("tiny-" + res.manifest.config["preset"], "addition_accuracy", "test")
+    preset = res.manifest.config["preset"]
+    acc = res.row(f"{preset}-trained", "addition_accuracy", "test")
     assert 0.0 <= acc.value <= 1.0
     assert acc.n == 100
     assert [c.id for c in res.claims] == ["addition_solved"]
+    assert res.row(f"{preset}-trained", "addition_train_seconds").value > 0
     assert (out / "report.md").exists()
     assert (out / "addition_accuracy.png").exists()

@@ -75,6 +75,7 @@ __all__ = [
     "pretrained",
     "pretrained_path",
     "train",
+    "training_record",
 ]
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -544,6 +545,17 @@ def pretrained_path(
     return (
         cache_root(cache_dir) / "tiny" / f"{preset}-{names}-{recipe.steps}-seed{seed}-{digest[:12]}"
     )
+
+
+def training_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What :func:`pretrained` recorded when it trained the cache entry at ``path``: its key,
+    ``train_seconds``, ``final_loss`` and ``parameters`` (so a report can state the training
+    cost of a model it loaded from the cache)."""
+    try:
+        record: dict[str, Any] = json.loads((Path(path) / _MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TinyError(f"{path}: no readable {_MANIFEST} ({exc})") from None
+    return record
 
 
 def pretrained(
