@@ -1,0 +1,105 @@
+"""Plain-solver baselines at equal wall time, single thread, with incumbent timelines.
+
+- SCIP: default settings, ``parallel/maxnthreads = 1``, an ``Eventhdlr`` on ``BESTSOLFOUND``
+  records ``(seconds, objective)`` at each new incumbent;
+- HiGHS (highspy): ``threads = 1``, the ``MipImprovingSolution`` callback records the same.
+
+Clocks start before the file is read (``t0``), as for the LNS, so reading is charged equally.
+Timelines are in the internal minimisation sense (``sense * objective``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pall_lns.errors import PallError
+from pall_lns.instance import import_scip, read_scip_model
+
+__all__ = ["BaselineResult", "run_highs", "run_scip"]
+
+
+@dataclass
+class BaselineResult:
+    objective: float | None  # model's own sense, None without an incumbent
+    timeline: list[tuple[float, float]]
+    status: str
+    wall_s: float
+    dual_bound: float | None = None
+    sense: float = 1.0  # -1 for maximisation: internal objective = sense * objective
+
+
+def run_scip(
+    path: str | Path, time_limit: float, *, t0: float | None = None, seed: int = 0
+) -> BaselineResult:
+    """Plain SCIP for ``time_limit`` wall seconds (measured from ``t0``)."""
+    start: float = time.perf_counter() if t0 is None else t0
+    scip = import_scip()
+    model = read_scip_model(path)
+    model.setIntParam("randomization/randomseedshift", seed)
+    sense = -1.0 if model.getObjectiveSense() == "maximize" else 1.0
+    timeline: list[tuple[float, float]] = []
+
+    class _Best(scip.Eventhdlr):  # type: ignore[misc,name-defined]
+        def eventinit(self) -> None:
+            self.model.catchEvent(scip.SCIP_EVENTTYPE.BESTSOLFOUND, self)
+
+        def eventexit(self) -> None:
+            self.model.dropEvent(scip.SCIP_EVENTTYPE.BESTSOLFOUND, self)
+
+        def eventexec(self, event: Any) -> None:
+            obj = self.model.getSolObjVal(self.model.getBestSol())
+            timeline.append((time.perf_counter() - start, sense * obj))
+
+    model.includeEventhdlr(_Best(), "pall_best", "incumbent timeline")
+    model.setRealParam("limits/time", max(0.05, time_limit - (time.perf_counter() - start)))
+    model.optimize()
+    status = model.getStatus()
+    obj = model.getObjVal() if model.getNSols() > 0 else None
+    try:
+        dual = float(model.getDualbound())
+    except Exception:
+        dual = None
+    return BaselineResult(obj, timeline, status, time.perf_counter() - start, dual, sense)
+
+
+def run_highs(
+    path: str | Path, time_limit: float, *, t0: float | None = None, seed: int = 0
+) -> BaselineResult:
+    """Plain HiGHS (single thread) for ``time_limit`` wall seconds (measured from ``t0``)."""
+    start: float = time.perf_counter() if t0 is None else t0
+    try:
+        import highspy
+    except ImportError:
+        raise PallError(
+            "solver HiGHS is missing: highspy is not installed (pip install 'pall-lns[highs]')"
+        ) from None
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("random_seed", seed)
+    status = h.readModel(str(path))
+    if status == highspy.HighsStatus.kError:
+        raise PallError(f"{path}: HiGHS cannot read the model")
+    sense = -1.0 if h.getLp().sense_ == highspy.ObjSense.kMaximize else 1.0
+    timeline: list[tuple[float, float]] = []
+
+    def _improving(e: Any) -> None:
+        timeline.append(
+            (time.perf_counter() - start, sense * float(e.data_out.objective_function_value))
+        )
+
+    h.cbMipImprovingSolution.subscribe(_improving)
+    h.setOptionValue("time_limit", max(0.05, time_limit - (time.perf_counter() - start)))
+    h.run()
+    model_status = h.modelStatusToString(h.getModelStatus())
+    info = h.getInfo()
+    obj = float(info.objective_function_value) if info.primal_solution_status == 2 else None
+    if obj is not None and not np.isfinite(obj):
+        obj = None
+    dual = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
+    return BaselineResult(obj, timeline, model_status, time.perf_counter() - start, dual, sense)

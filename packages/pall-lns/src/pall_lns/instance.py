@@ -1,0 +1,238 @@
+"""A MILP read from an .lp/.mps file, held as numpy arrays for the operators and the checker.
+
+The LNS operators need the constraint matrix (blocks, the variable-constraint graph, degrees) and
+every returned solution must be checked against the *original* model, independently of the
+solver that produced it. Both are vectorised over a CSR/CSC copy of ``A`` extracted once from
+SCIP's reading of the file, so the same parser decides what the model is for every method.
+
+Internally the objective is always minimised: ``c = sense * c_orig`` with ``sense = -1`` for a
+maximisation problem, so "lower is better" holds everywhere in the LNS; values reported to the
+user are converted back with :meth:`Instance.user_objective`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pall_lns.errors import PallError
+
+__all__ = ["FEAS_TOL", "SUFFIXES", "Instance", "import_scip", "read_instance", "read_scip_model"]
+
+SUFFIXES = (".lp", ".mps", ".lp.gz", ".mps.gz")
+#: Absolute+relative tolerance of the feasibility check (SCIP's default feastol is 1e-6).
+FEAS_TOL = 1e-6
+_LINEAR_HANDLERS = {"linear", "setppc", "logicor", "knapsack", "varbound"}
+
+
+def import_scip() -> Any:
+    """PySCIPOpt, or a one-line error telling the user which extra installs it."""
+    try:
+        import pyscipopt
+    except ImportError:
+        raise PallError(
+            "solver SCIP is missing: PySCIPOpt is not installed (pip install 'pall-lns[scip]')"
+        ) from None
+    return pyscipopt
+
+
+def _check_path(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.name.lower().endswith(SUFFIXES):
+        raise PallError(f"{p}: unsupported model format (expected one of {', '.join(SUFFIXES)})")
+    if not p.is_file():
+        raise PallError(f"{p}: no such file")
+    return p
+
+
+def read_scip_model(path: str | Path, *, quiet: bool = True) -> Any:
+    """A fresh single-threaded SCIP model read from ``path`` (one-line error if unreadable)."""
+    scip = import_scip()
+    p = _check_path(path)
+    model = scip.Model()
+    if quiet:
+        model.hideOutput()
+    model.setIntParam("parallel/maxnthreads", 1)
+    model.setIntParam("lp/threads", 1)
+    try:
+        model.readProblem(str(p))
+    except Exception as exc:  # SCIP raises a bare Exception/OSError on parse errors
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PallError(f"{p}: cannot read model ({msg})") from None
+    if model.getNVars() == 0:
+        raise PallError(f"{p}: the model has no variables")
+    return model
+
+
+@dataclass
+class Instance:
+    """A MILP ``min c x + offset s.t. row_lo <= A x <= row_hi, lb <= x <= ub, x_j int for j in I``.
+
+    ``A`` is stored twice, row-wise (CSR: ``indptr, indices, data``) for activities and
+    column-wise (CSC: ``col_ptr, col_rows``) for the variable-constraint graph.
+    """
+
+    name: str
+    names: list[str]
+    c: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    is_int: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    sense: float = 1.0
+    offset: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        order = np.argsort(self.indices, kind="stable")
+        self.row_of_nz = np.repeat(np.arange(self.m), np.diff(self.indptr))
+        self.col_rows = self.row_of_nz[order]
+        self.col_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.indices, minlength=self.n))])
+        self.degree = np.diff(self.col_ptr)
+        self.int_idx = np.flatnonzero(self.is_int)
+
+    @property
+    def n(self) -> int:
+        return int(self.c.shape[0])
+
+    @property
+    def m(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def density(self) -> float:
+        return float(self.data.shape[0]) / max(1.0, float(self.n) * max(self.m, 1))
+
+    def activity(self, x: np.ndarray) -> np.ndarray:
+        """``A x`` (vectorised: one bincount over the non-zeros)."""
+        return np.bincount(self.row_of_nz, weights=self.data * x[self.indices], minlength=self.m)
+
+    def objective(self, x: np.ndarray) -> float:
+        """Internal (minimisation) objective ``c x + sense * offset``."""
+        return float(self.c @ x) + self.sense * self.offset
+
+    def user_objective(self, x: np.ndarray) -> float:
+        """The objective in the model's own sense."""
+        return self.sense * self.objective(x)
+
+    def violation(self, x: np.ndarray) -> tuple[float, str]:
+        """Largest scaled violation of bounds, integrality and rows, and what it is."""
+        if x.shape != self.c.shape or not np.all(np.isfinite(x)):
+            return math.inf, "solution vector has the wrong length or non-finite values"
+        worst, what = 0.0, ""
+        checks = [
+            (self.lb - x, "variable lower bound"),
+            (x - self.ub, "variable upper bound"),
+            (np.where(self.is_int, np.abs(x - np.round(x)), 0.0), "integrality"),
+        ]
+        if self.m:
+            act = self.activity(x)
+            scale = 1.0 + np.maximum(
+                np.abs(np.where(np.isfinite(self.row_lo), self.row_lo, 0)),
+                np.abs(np.where(np.isfinite(self.row_hi), self.row_hi, 0)),
+            )
+            checks += [
+                ((self.row_lo - act) / scale, "row lower side"),
+                ((act - self.row_hi) / scale, "row upper side"),
+            ]
+        for v, label in checks:
+            if v.size:
+                j = int(np.argmax(v))
+                if v[j] > worst:
+                    worst = float(v[j])
+                    idx = self.names[j] if "variable" in label or label == "integrality" else j
+                    what = f"{label} of {idx}"
+        return worst, what
+
+    def is_feasible(self, x: np.ndarray, tol: float = FEAS_TOL) -> bool:
+        """True when ``x`` satisfies every bound, integrality and row of the original model."""
+        return self.violation(x)[0] <= tol
+
+
+def read_instance(path: str | Path, model: Any | None = None) -> Instance:
+    """Parse ``path`` with SCIP and extract the matrix (linear constraints only).
+
+    The loop over constraints runs once per file; everything afterwards is vectorised.
+    """
+    p = _check_path(path)
+    if model is None:
+        model = read_scip_model(p)
+    variables = model.getVars()
+    names = [v.name for v in variables]
+    index = {nm: j for j, nm in enumerate(names)}
+    len(variables)
+    c = np.array([v.getObj() for v in variables], dtype=float)
+    lb = np.array([v.getLbOriginal() for v in variables], dtype=float)
+    ub = np.array([v.getUbOriginal() for v in variables], dtype=float)
+    is_int = np.array([v.vtype() in ("BINARY", "INTEGER", "IMPLINT") for v in variables])
+    inf = model.infinity()
+    lb[lb <= -inf] = -np.inf
+    ub[ub >= inf] = np.inf
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    lo: list[float] = []
+    hi: list[float] = []
+    for cons in model.getConss():
+        kind = cons.getConshdlrName()
+        if kind not in _LINEAR_HANDLERS:
+            raise PallError(
+                f"{p}: constraint {cons.name!r} is of type {kind!r}; only linear "
+                "MILPs are supported"
+            )
+        coefs = model.getValsLinear(cons)
+        cols.append(np.fromiter((index[k] for k in coefs), dtype=np.int64, count=len(coefs)))
+        vals.append(np.fromiter(coefs.values(), dtype=float, count=len(coefs)))
+        lo.append(model.getLhs(cons))
+        hi.append(model.getRhs(cons))
+    row_lo = np.array(lo, dtype=float)
+    row_hi = np.array(hi, dtype=float)
+    row_lo[row_lo <= -inf] = -np.inf
+    row_hi[row_hi >= inf] = np.inf
+    lengths = np.array([len(a) for a in cols], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    data = np.concatenate(vals) if vals else np.zeros(0)
+    sense = -1.0 if model.getObjectiveSense() == "maximize" else 1.0
+    if np.any(lb > ub):
+        j = int(np.argmax(lb > ub))
+        raise PallError(
+            f"{p}: variable {names[j]!r} has lower bound above upper bound (infeasible model)"
+        )
+    return Instance(
+        name=p.name.split(".")[0],
+        names=names,
+        c=sense * c,
+        lb=lb,
+        ub=ub,
+        is_int=is_int,
+        indptr=indptr,
+        indices=indices,
+        data=data,
+        row_lo=row_lo,
+        row_hi=row_hi,
+        sense=sense,
+        offset=float(model.getObjoffset()),
+        meta=_read_meta(p),
+    )
+
+
+def _read_meta(p: Path) -> dict[str, Any]:
+    """The generator's sidecar ``<file>.json`` (family, size, best known value), if any."""
+    import json
+
+    side = p.with_name(p.name.split(".")[0] + ".json")
+    if not side.is_file():
+        return {}
+    try:
+        data = json.loads(side.read_text())
+    except (OSError, ValueError):
+        raise PallError(f"{side}: metadata is not valid JSON") from None
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,339 @@
+"""The PALL loop: process-aware operator selection driving SCIP sub-MIPs under a wall budget.
+
+Pseudo-code (notes section 1a; every step is timed inside the budget ``T``)::
+
+    x = initial_incumbent(SCIP, init_frac * T)
+    while time < T:
+        o  = selector.select(ctx)              # or the async answer prepared during t-1
+        F  = ops[o](instance, x, x_lp, rng, k) # free set
+        x' = submip(fix j not in F to x_j, warm start x, objlimit f(x), time tau)
+        r  = reward(x, x'); selector.update(ctx, o, r)
+        x  = x' if f(x') < f(x) and x' is feasible for the original model
+        k  = k * grow if the sub-MIP was solved without improvement, k * shrink on a timeout
+
+Every accepted point is checked against the original model (:meth:`Instance.is_feasible`)
+before it becomes the incumbent, so the solver never returns an unchecked solution.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pall_lns.async_select import AsyncSelector
+from pall_lns.context import Context, Event
+from pall_lns.errors import PallError
+from pall_lns.operators import OperatorSpec, State, neighbourhood
+from pall_lns.selectors import Selector, UCBSelector, alns_reward
+from pall_lns.submip import SubMipSolver
+from paperstack.records import JsonlWriter
+
+__all__ = ["LnsConfig", "LnsResult", "Progress", "oracle_reward", "run_lns"]
+
+
+@dataclass(frozen=True)
+class LnsConfig:
+    """LNS settings. Defaults are toy-scale versions of the notes' protocol (T = 60 s, tau = 3-5 s
+    there); ``submip_time=0`` means ``clip(T / 20, 0.2, 10)`` so short demo budgets still get
+    tens of iterations."""
+
+    time_limit: float
+    init_frac: float = 0.1  # share of T for the initial plain-SCIP run
+    submip_time: float = 0.0
+    k_init: float = 0.2  # initial neighbourhood, share of the integer variables
+    k_max_abs: int = 4000  # upper bound on k: a 100k-variable sub-MIP must stay solvable in tau
+    grow: float = 1.2  # after a sub-MIP solved to optimality without improvement (CL-LNS 1.02)
+    shrink: float = 0.8  # after a sub-MIP timeout without improvement
+    history: int = 5
+    async_select: bool = False
+    deadline: float = 0.05  # async: extra wait for the selector after the sub-MIP ends
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.time_limit > 0:
+            raise PallError(f"--time-limit {self.time_limit:g}: must be positive")
+        if not 0 < self.init_frac < 1:
+            raise PallError(f"init_frac {self.init_frac}: must be in (0, 1)")
+
+    @property
+    def tau(self) -> float:
+        return (
+            self.submip_time if self.submip_time > 0 else min(10.0, max(0.2, self.time_limit / 20))
+        )
+
+
+@dataclass
+class Progress:
+    """What the progress callback receives on each new incumbent."""
+
+    seconds: float
+    objective: float
+    iteration: int
+    op: str
+
+
+@dataclass
+class LnsResult:
+    x: np.ndarray | None
+    objective: float  # model's own sense
+    timeline: list[tuple[float, float]]  # (seconds, internal objective) per incumbent
+    iterations: int
+    op_counts: list[int]
+    wall_s: float
+    submip_s: float
+    loop_s: float
+    fallbacks: int = 0
+    interrupted: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def overhead(self) -> float:
+        """Share of the LNS loop's wall time spent outside sub-MIP solves."""
+        return 0.0 if self.loop_s <= 0 else max(0.0, 1.0 - self.submip_s / self.loop_s)
+
+
+def oracle_reward(f_t: float, f_o: float, seconds: float, eps: float = 1e-9) -> float:
+    """``r_o = (f(x_t) - f(x_o)) / max(|f(x_t)|, eps) / time_o`` (hindsight-oracle reward)."""
+    return float((f_t - f_o) / max(abs(f_t), eps) / max(seconds, 1e-3))
+
+
+class _Search:
+    """Mutable LNS state shared by the loop and the hindsight oracle."""
+
+    def __init__(
+        self, path: str | Path, ops: list[OperatorSpec], cfg: LnsConfig, t0: float
+    ) -> None:
+        if not ops:
+            raise PallError("the operator ensemble is empty")
+        self.cfg, self.ops, self.t0 = cfg, ops, t0
+        self.rng = np.random.default_rng(cfg.seed)
+        self.solver = SubMipSolver(path, seed=cfg.seed)
+        self.inst = self.solver.inst
+        n_int = max(1, self.inst.int_idx.size)
+        self.k_min = min(10, n_int)
+        self.k_max = max(self.k_min, min(n_int, cfg.k_max_abs))
+        self.k = float(np.clip(cfg.k_init * n_int, self.k_min, self.k_max))
+        self.history: list[Event] = []
+        self.sum_r = np.zeros(len(ops))
+        self.count = np.zeros(len(ops), dtype=int)
+        self.stagnation = 0
+        self.iteration = 0
+        self.x: np.ndarray | None = None
+        self.f = np.inf
+        self.x_lp: np.ndarray | None = None
+        self.dual = -np.inf
+        self.timeline: list[tuple[float, float]] = []
+        self.uncharged = 0.0
+
+    def now(self) -> float:
+        """Seconds charged to the search (the oracle excludes its forks via ``uncharged``)."""
+        return time.perf_counter() - self.t0 - self.uncharged
+
+    def start(self) -> None:
+        budget = self.cfg.init_frac * self.cfg.time_limit
+        start = self.now()
+        init = self.solver.initial(budget, max_time=self.cfg.time_limit - start)
+        self.timeline += [(start + t, v) for t, v in init.timeline]
+        self.x_lp, self.dual = init.x_lp, init.dual_bound
+        if init.x is not None:
+            bad, what = self.inst.violation(init.x)
+            if bad > 1e-6:
+                raise PallError(f"{self.inst.name}: SCIP's initial solution violates {what}")
+            self.x, self.f = init.x, init.obj
+
+    def gap(self) -> float:
+        if not np.isfinite(self.dual) or not np.isfinite(self.f):
+            return 1.0
+        return float(abs(self.f - self.dual) / max(abs(self.f), abs(self.dual), 1e-9))
+
+    def context(self) -> Context:
+        inst = self.inst
+        mean = np.where(self.count > 0, self.sum_r / np.maximum(self.count, 1), 0.0)
+        return Context(
+            n_ops=len(self.ops),
+            op_labels=tuple(o.label for o in self.ops),
+            n_vars=inst.n,
+            n_rows=inst.m,
+            density=inst.density,
+            int_frac=inst.int_idx.size / max(1, inst.n),
+            progress=min(1.0, self.now() / self.cfg.time_limit),
+            iteration=self.iteration,
+            stagnation=self.stagnation,
+            k_frac=self.k / max(1, inst.int_idx.size),
+            gap=self.gap(),
+            history=tuple(self.history[-self.cfg.history :]),
+            op_mean=tuple(float(v) for v in mean),
+            op_count=tuple(int(v) for v in self.count),
+        )
+
+    def try_op(self, op: int, tau: float) -> tuple[Any, float]:
+        """Run operator ``op`` from the current incumbent; returns (result, seconds)."""
+        assert self.x is not None
+        nb = neighbourhood(
+            self.ops[op], self.inst, State(self.x, self.x_lp), self.rng, round(self.k)
+        )
+        t = time.perf_counter()
+        res = self.solver.solve(nb.free, self.x, tau, nb.hamming)
+        if res.x is not None and not self.inst.is_feasible(res.x):
+            res.x, res.obj = None, self.f  # rejected: SCIP's point fails the original model
+            res.status = "rejected"
+        return res, time.perf_counter() - t
+
+    def apply(self, op: int, res: Any, seconds: float, tau: float) -> tuple[float, bool]:
+        improved = res.x is not None and res.obj < self.f
+        f_old = self.f
+        closed = 0.0
+        if improved:
+            denom = f_old - self.dual if np.isfinite(self.dual) else abs(f_old)
+            closed = (f_old - res.obj) / max(denom, 1e-9)
+            self.x, self.f = res.x, res.obj
+            self.timeline.append((self.now(), self.f))
+            self.stagnation = 0
+        else:
+            self.stagnation += 1
+        r_b = alns_reward(improved, closed, seconds / max(tau, 1e-9))
+        r_o = oracle_reward(f_old, self.f, seconds)
+        self.sum_r[op] += r_o
+        self.count[op] += 1
+        self.history.append(Event(op, r_o, improved, res.status, seconds))
+        if not improved:
+            if res.status == "timelimit":
+                self.k = max(self.k_min, self.k * self.cfg.shrink)
+            elif res.status in ("optimal", "infeasible"):  # exhausted (objlimit) -> larger
+                self.k = min(self.k_max, self.k * self.cfg.grow)
+        self.iteration += 1
+        return r_b, improved
+
+
+def run_lns(
+    path: str | Path,
+    ops: list[OperatorSpec],
+    selector: Selector,
+    cfg: LnsConfig,
+    *,
+    trajectory: str | Path | None = None,
+    on_improve: Callable[[Progress], None] | None = None,
+    t0: float | None = None,
+) -> LnsResult:
+    """Run PALL-style LNS on the model at ``path`` for ``cfg.time_limit`` wall seconds.
+
+    ``t0`` (a ``time.perf_counter()`` value) lets a caller start the clock before reading the
+    file, so every method is charged the same. Ctrl-C (in or out of SCIP) stops the loop and the
+    best checked solution is returned with ``interrupted=True``.
+    """
+    t0 = time.perf_counter() if t0 is None else t0
+    s = _Search(path, ops, cfg, t0)
+    writer = JsonlWriter(trajectory, fsync=False) if trajectory else None
+    asel: AsyncSelector | None = None
+    fallbacks = 0
+    bandit_fallback = UCBSelector(len(ops), seed=cfg.seed)
+    interrupted = False
+    submip_s = loop_s = 0.0
+    try:
+        if cfg.async_select:
+            asel = AsyncSelector(selector, len(ops), cfg.deadline, bandit_fallback)
+            asel.submit(s.context())  # the first choice is made during the initial SCIP run
+        s.start()
+        interrupted = s.solver.interrupted
+        if s.x is None:
+            raise PallError(
+                f"{s.inst.name}: no feasible solution found in "
+                f"{cfg.time_limit:g}s (SCIP found none)"
+            )
+        if on_improve:
+            on_improve(Progress(s.now(), s.inst.sense * s.f, 0, "scip-initial"))
+        if writer:
+            writer.write({"event": "initial", "t": s.now(), "obj": s.inst.sense * s.f})
+        loop_start = s.now()
+        while not interrupted and s.now() < cfg.time_limit - 0.02:
+            it_start = s.now()
+            ctx = s.context()
+            used_fallback = False
+            if asel is None:
+                op = selector.select(ctx)
+            else:
+                answer = asel.collect()
+                if answer is None or not 0 <= answer < len(ops):
+                    answer = bandit_fallback.select(ctx)
+                    fallbacks += 1
+                    used_fallback = True
+                op = answer
+            tau = min(cfg.tau, cfg.time_limit - s.now())
+            if tau < 0.02:
+                break
+            if asel is not None:
+                s.count[op] += 1  # the selector sees that op is now running
+                asel.submit(s.context())
+                s.count[op] -= 1
+            res, seconds = s.try_op(op, tau)
+            submip_s += res.solve_s
+            interrupted = s.solver.interrupted
+            r_b, improved = s.apply(op, res, seconds, tau)
+            (bandit_fallback if asel is not None else selector).update(ctx, op, r_b)
+            if improved and on_improve:
+                on_improve(Progress(s.now(), s.inst.sense * s.f, s.iteration, s.ops[op].label))
+            if writer:
+                writer.write(
+                    {
+                        "event": "iteration",
+                        "iter": s.iteration,
+                        "t": s.now(),
+                        "op": op,
+                        "label": s.ops[op].label,
+                        "k": round(s.k),
+                        "status": res.status,
+                        "solve_s": res.solve_s,
+                        "iter_s": s.now() - it_start,
+                        "obj": s.inst.sense * s.f,
+                        "improved": improved,
+                        "reward": s.history[-1].reward,
+                        "fallback": used_fallback,
+                    }
+                )
+        loop_s = s.now() - loop_start
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if asel is not None:
+            asel.close()
+    if s.x is not None:  # final check against the original model before anything is returned
+        bad, what = s.inst.violation(s.x)
+        if bad > 1e-6:
+            raise PallError(f"{s.inst.name}: internal error, incumbent violates {what}")
+    result = LnsResult(
+        x=s.x,
+        objective=s.inst.sense * s.f,
+        timeline=s.timeline,
+        iterations=s.iteration,
+        op_counts=[int(c) for c in s.count],
+        wall_s=s.now(),
+        submip_s=submip_s,
+        loop_s=loop_s,
+        fallbacks=fallbacks,
+        interrupted=interrupted,
+        stats={
+            "sense": s.inst.sense,
+            "k_final": s.k,
+            "dual_bound": s.inst.sense * s.dual if np.isfinite(s.dual) else None,
+            "config": asdict(cfg),
+        },
+    )
+    if writer:
+        writer.write(
+            {
+                "event": "final",
+                "t": result.wall_s,
+                "obj": result.objective,
+                "iterations": result.iterations,
+                "overhead": result.overhead,
+                "interrupted": interrupted,
+                "fallbacks": result.fallbacks,
+            }
+        )
+        writer.close()
+    return result

@@ -1,0 +1,26 @@
+import os
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session")
+def smoke_dir(tmp_path_factory):
+    """One smoke-size instance per family (seeded), shared by the suite."""
+    from pall_lns.generators import FAMILIES, generate
+
+    out = tmp_path_factory.mktemp("instances")
+    for fam in FAMILIES:
+        generate(fam, "smoke", 7, out)
+    return out
+
+
+@pytest.fixture
+def write_lp(tmp_path):
+    def _write(name: str, text: str):
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+
+    return _write

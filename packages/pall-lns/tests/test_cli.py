@@ -1,0 +1,227 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pall_lns import __version__
+from pall_lns.cli import main
+from pall_lns.experiment import METHODS
+from pall_lns.instance import read_instance
+
+from paperstack.records import Claim, ResultsFormatError, load_results
+
+CLAIMS = {
+    "pall_beats_scip_integral",
+    "pall_beats_highs_integral",
+    "learned_beats_bandit",
+    "learned_beats_random",
+}
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for cmd in ("solve", "generate", "evolve", "oracle", "train", "export-sft", "demo", "bench"):
+        assert cmd in out
+
+
+def test_console_script_help_is_installed():
+    script = shutil.which("pall", path=str(Path(sys.executable).parent))
+    assert script is not None, "the pall console script is not installed"
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo" in proc.stdout
+
+
+def test_solve_prints_progress_and_writes_a_feasible_sol(smoke_dir, tmp_path, capsys):
+    model = smoke_dir / "setcover-smoke-s7.lp"
+    sol, traj = tmp_path / "out.sol", tmp_path / "traj.jsonl"
+    code = main(
+        [
+            "solve",
+            str(model),
+            "--time-limit",
+            "1.5",
+            "--sol",
+            str(sol),
+            "--trajectory",
+            str(traj),
+            "--sync",
+        ]
+    )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "obj" in err
+    assert "scip-initial" in err
+    inst = read_instance(model)
+    lines = sol.read_text().splitlines()
+    x = [0.0] * inst.n
+    for line in lines[1:]:
+        name, value = line.split()
+        x[inst.names.index(name)] = float(value)
+    assert inst.is_feasible(np.array(x))
+    assert float(lines[0].split(":")[1]) == pytest.approx(inst.user_objective(np.array(x)))
+    assert json.loads(traj.read_text().splitlines()[-1])["event"] == "final"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["solve", "MODEL", "--time-limit", "0"], "--time-limit 0: must be positive"),
+        (["solve", "missing.lp", "--time-limit", "1"], "missing.lp: no such file"),
+        (["solve", "MODEL", "--time-limit", "1", "--selector", "nope.json"], "no such selector"),
+        (["generate", "--family", "knapsack", "--out", "X"], "--family 'knapsack'"),
+        (["demo", "--out", "X", "--model", "gpt"], "uses no model"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(smoke_dir, tmp_path, capsys, args, message):
+    model = str(smoke_dir / "auction-smoke-s7.lp")
+    argv = [model if a == "MODEL" else str(tmp_path / "x") if a == "X" else a for a in args]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pall: error:")
+    assert message in err
+    assert "\n" not in err
+
+
+def test_solve_infeasible_model_exit_2(tmp_path, capsys):
+    p = tmp_path / "inf.lp"
+    p.write_text(
+        "Minimize\n obj: x\nSubject To\n c1: x >= 2\nBounds\n 0 <= x <= 1\nGenerals\n x\nEnd\n"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["solve", str(p), "--time-limit", "2", "--sync"])
+    assert exc.value.code == 2
+    assert "infeasible" in capsys.readouterr().err
+
+
+def test_generate_writes_lp_and_metadata(tmp_path):
+    assert (
+        main(["generate", "--family", "indset,auction", "--size", "smoke", "--out", str(tmp_path)])
+        == 0
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "auction-smoke-s0.json",
+        "auction-smoke-s0.lp",
+        "indset-smoke-s0.json",
+        "indset-smoke-s0.lp",
+    ]
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    # The quick protocol with a shorter budget and smoke instances would change the sizes; the
+    # budget alone is cut here so the fast suite stays fast (demo --quick itself runs in CI's
+    # isolation session).
+    assert main(["demo", "--quick", "--time-limit", "0.6", "--out", str(out)]) == 0
+    return out
+
+
+def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_dir):
+    results = load_results(demo_dir / "results.json")  # validates and recomputes every claim
+    assert results.manifest.package == "pall-lns"
+    assert results.manifest.version == __version__
+    assert {c.id for c in results.claims} == CLAIMS
+    for claim in results.claims:
+        again = Claim.compare(
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
+        )
+        assert again.held == claim.held
+    for method in METHODS:
+        for fam in ("setcover", "auction", "facility", "indset", "all"):
+            assert 0.0 <= results.row(method, "primal_integral", fam).value <= 1.0
+            assert 0.0 <= results.row(method, "primal_gap", fam).value <= 1.0
+    assert (demo_dir / "report.md").read_text().startswith("# pall-lns")
+
+
+def test_demo_claims_follow_the_rows_not_the_code(demo_dir):
+    data = json.loads((demo_dir / "results.json").read_text())
+    for row in data["rows"]:
+        if row["system"] == "pall-vs-scip":
+            row["value"] = 4.0 - row["value"] + 0.5
+    bad = demo_dir / "tampered.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match="does not follow from its rows"):
+        load_results(bad)
+
+
+def test_offline_pipeline_evolve_oracle_train_export(smoke_dir, tmp_path):
+    train = tmp_path / "train"
+    train.mkdir()
+    shutil.copy(smoke_dir / "auction-smoke-s7.lp", train)
+    ens, data = tmp_path / "ens.json", tmp_path / "oracle.jsonl"
+    sel, sft = tmp_path / "sel.json", tmp_path / "sft.jsonl"
+    assert (
+        main(
+            [
+                "evolve",
+                str(train),
+                "--time-limit",
+                "0.4",
+                "--generations",
+                "0",
+                "--mu",
+                "1",
+                "--ensemble-size",
+                "3",
+                "--out",
+                str(ens),
+            ]
+        )
+        == 0
+    )
+    ensemble = json.loads(ens.read_text())
+    assert len(ensemble["ops"]) == 3
+    assert len({json.dumps(o, sort_keys=True) for o in ensemble["ops"]}) == 3
+    assert (
+        main(
+            [
+                "oracle",
+                str(train),
+                "--ensemble",
+                str(ens),
+                "--time-limit",
+                "1",
+                "--states",
+                "2",
+                "--out",
+                str(data),
+            ]
+        )
+        == 0
+    )
+    records = [json.loads(line) for line in data.read_text().splitlines()]
+    assert records
+    assert all(
+        len(r["rewards"]) == 3 and r["label"] == int(np.argmax(r["rewards"])) for r in records
+    )
+    assert main(["train", "--data", str(data), "--ensemble", str(ens), "--out", str(sel)]) == 0
+    assert json.loads(sel.read_text())["format"] == "pall-lns/selector-v1"
+    assert main(["export-sft", "--data", str(data), "--out", str(sft)]) == 0
+    example = json.loads(sft.read_text().splitlines()[0])
+    assert example["messages"][0]["role"] == "user"
+    assert example["messages"][1]["content"].startswith("OP=")
+    # the trained selector drives `pall solve`
+    assert (
+        main(
+            [
+                "solve",
+                str(train / "auction-smoke-s7.lp"),
+                "--time-limit",
+                "0.8",
+                "--selector",
+                str(sel),
+                "--sync",
+                "--quiet",
+            ]
+        )
+        == 0
+    )

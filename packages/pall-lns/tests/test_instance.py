@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+from pall_lns.errors import PallError
+from pall_lns.generators import FAMILIES, SIZES, generate
+from pall_lns.instance import import_scip, read_instance
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generated_instance_reads_back_with_its_metadata(smoke_dir, family):
+    inst = read_instance(smoke_dir / f"{family}-smoke-s7.lp")
+    assert inst.meta["family"] == family
+    assert inst.n == inst.meta["n_vars"]
+    assert inst.int_idx.size > 0
+    assert inst.sense == (-1.0 if inst.meta["sense"] == "maximize" else 1.0)
+
+
+def test_generators_are_deterministic_by_seed(tmp_path):
+    a = generate("setcover", "smoke", 3, tmp_path / "a").path.read_text()
+    b = generate("setcover", "smoke", 3, tmp_path / "b").path.read_text()
+    c = generate("setcover", "smoke", 4, tmp_path / "c").path.read_text()
+    assert a.splitlines()[1:] == b.splitlines()[1:]
+    assert a != c
+
+
+def test_xl_sizes_have_100k_variables():
+    assert SIZES["setcover"]["xl"]["cols"] >= 100_000
+    assert SIZES["auction"]["xl"]["bids"] >= 100_000
+    fac = SIZES["facility"]["xl"]
+    assert fac["customers"] * fac["facilities"] >= 100_000
+    assert SIZES["indset"]["xl"]["nodes"] >= 100_000
+
+
+def test_feasibility_check_catches_each_kind_of_violation(smoke_dir):
+    inst = read_instance(smoke_dir / "setcover-smoke-s7.lp")
+    ones = np.ones(inst.n)
+    assert inst.is_feasible(ones)  # every column: every row covered
+    assert not inst.is_feasible(np.zeros(inst.n))  # rows uncovered
+    frac = ones.copy()
+    frac[0] = 0.5
+    assert "integrality" in inst.violation(frac)[1]
+    big = ones.copy()
+    big[1] = 2.0
+    assert "upper bound" in inst.violation(big)[1]
+    assert not inst.is_feasible(np.ones(inst.n + 1))
+
+
+def test_rejects_missing_file_and_wrong_suffix(tmp_path):
+    with pytest.raises(PallError, match="no such file"):
+        read_instance(tmp_path / "nope.lp")
+    bad = tmp_path / "model.txt"
+    bad.write_text("x")
+    with pytest.raises(PallError, match="unsupported model format"):
+        read_instance(bad)
+
+
+def test_rejects_unparsable_model(write_lp):
+    p = write_lp("broken.lp", "Minimize\n obj: x +\nSubject To\n c1: x >= \nEnd garbage ][\n")
+    with pytest.raises(PallError, match=r"broken\.lp"):
+        read_instance(p)
+
+
+def test_missing_solver_is_one_line(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyscipopt", None)
+    with pytest.raises(PallError, match=r"pall-lns\[scip\]"):
+        import_scip()
+
+
+def test_mps_output_holds_the_same_model(tmp_path):
+    lp = read_instance(generate("auction", "smoke", 5, tmp_path / "lp").path)
+    g = generate("auction", "smoke", 5, tmp_path / "mps", fmt="mps")
+    assert g.path.suffix == ".mps"
+    mps = read_instance(g.path)
+    assert (mps.n, mps.m, mps.sense) == (lp.n, lp.m, lp.sense)
+    x = np.zeros(lp.n)
+    assert mps.is_feasible(x)
+    assert sorted(mps.c.tolist()) == sorted(lp.c.tolist())

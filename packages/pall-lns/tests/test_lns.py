@@ -1,0 +1,143 @@
+import time
+
+import numpy as np
+import pytest
+from pall_lns.errors import PallError
+from pall_lns.instance import read_instance
+from pall_lns.lns import LnsConfig, oracle_reward, run_lns
+from pall_lns.operators import default_pool
+from pall_lns.selectors import FixedSelector, RandomSelector, UCBSelector
+
+
+def test_lns_returns_a_checked_solution_and_improving_timeline(smoke_dir, tmp_path):
+    path = smoke_dir / "setcover-smoke-s7.lp"
+    traj = tmp_path / "t.jsonl"
+    res = run_lns(
+        path, default_pool(), UCBSelector(6), LnsConfig(1.5, init_frac=0.05), trajectory=traj
+    )
+    inst = read_instance(path)
+    assert res.x is not None
+    assert inst.is_feasible(res.x)
+    assert res.objective == pytest.approx(inst.user_objective(res.x))
+    values = [v for _, v in res.timeline]
+    assert values == sorted(values, reverse=True)  # minimisation: only improvements logged
+    assert res.iterations >= 1
+    assert res.wall_s < 1.5 + 3.0  # generous: CI machines are shared
+    lines = traj.read_text().splitlines()
+    assert '"event":"initial"' in lines[0]
+    assert '"event":"final"' in lines[-1]
+
+
+def test_lns_handles_maximisation_models(smoke_dir):
+    path = smoke_dir / "indset-smoke-s7.lp"
+    res = run_lns(path, default_pool(), RandomSelector(0), LnsConfig(1.0, init_frac=0.05))
+    inst = read_instance(path)
+    assert inst.sense == -1.0
+    assert res.objective == inst.user_objective(res.x) > 0
+
+
+class _SlowSelector:
+    name = "slow"
+
+    def select(self, ctx):
+        time.sleep(5.0)
+        return 0
+
+    def update(self, ctx, op, reward):
+        return None
+
+
+def test_async_selector_misses_its_deadline_and_falls_back(smoke_dir):
+    res = run_lns(
+        smoke_dir / "auction-smoke-s7.lp",
+        default_pool(),
+        _SlowSelector(),
+        LnsConfig(1.5, init_frac=0.05, async_select=True, deadline=0.01),
+    )
+    assert res.x is not None
+    assert res.iterations >= 1
+    assert res.fallbacks == res.iterations
+    assert res.wall_s < 1.5 + 3.0  # generous: CI machines are shared
+
+
+def test_ctrl_c_keeps_the_best_checked_solution(smoke_dir):
+    calls = []
+
+    def interrupt(progress):
+        calls.append(progress)
+        raise KeyboardInterrupt
+
+    path = smoke_dir / "setcover-smoke-s7.lp"
+    res = run_lns(
+        path, default_pool(), FixedSelector(0), LnsConfig(5.0, init_frac=0.05), on_improve=interrupt
+    )
+    assert res.interrupted
+    assert len(calls) == 1
+    assert read_instance(path).is_feasible(res.x)
+    assert res.wall_s < 4.5  # stopped well before the 5 s budget
+
+
+def test_rejects_nonpositive_time_limit():
+    with pytest.raises(PallError, match="--time-limit 0"):
+        LnsConfig(0)
+
+
+def test_infeasible_and_unbounded_models_are_one_line_errors(write_lp):
+    infeasible = write_lp(
+        "inf.lp",
+        "Minimize\n obj: x\nSubject To\n c1: x >= 2\nBounds\n 0 <= x <= 1\nGenerals\n x\nEnd\n",
+    )
+    with pytest.raises(PallError, match="infeasible"):
+        run_lns(infeasible, default_pool(), RandomSelector(0), LnsConfig(2.0))
+    unbounded = write_lp(
+        "unb.lp",
+        "Minimize\n obj: - x - y\nSubject To\n c1: x - y <= 1\n"
+        "Bounds\n x >= 0\n y >= 0\nGenerals\n x y\nEnd\n",
+    )
+    with pytest.raises(PallError, match="unbounded"):
+        run_lns(unbounded, default_pool(), RandomSelector(0), LnsConfig(2.0))
+
+
+def test_oracle_reward_is_relative_improvement_per_second():
+    assert oracle_reward(100.0, 90.0, 2.0) == pytest.approx(0.05)
+    assert oracle_reward(100.0, 100.0, 2.0) == 0.0
+    assert np.isfinite(oracle_reward(0.0, -1.0, 0.0))
+
+
+def test_async_selector_answers_from_its_own_process():
+    from pall_lns.async_select import AsyncSelector
+    from pall_lns.context import Context
+
+    ctx = Context(
+        n_ops=3,
+        op_labels=("a", "b", "c"),
+        n_vars=10,
+        n_rows=5,
+        density=0.1,
+        int_frac=1.0,
+        progress=0.1,
+        iteration=0,
+        stagnation=0,
+        k_frac=0.2,
+        gap=1.0,
+    )
+    asel = AsyncSelector(FixedSelector(2), 3, deadline=30.0)
+    try:
+        assert asel.collect() is None  # nothing submitted yet: the caller falls back
+        asel.submit(ctx)
+        assert asel.collect() == 2
+        assert asel.answered == 1
+    finally:
+        asel.close()
+
+
+@pytest.mark.slow
+def test_100k_variable_set_cover_solves_to_a_checked_solution(tmp_path):
+    from pall_lns.generators import generate
+
+    path = generate("setcover", "xl", 0, tmp_path).path
+    inst = read_instance(path)
+    assert inst.n >= 100_000
+    res = run_lns(path, default_pool(), UCBSelector(6), LnsConfig(30.0))
+    assert res.x is not None
+    assert inst.is_feasible(res.x)
