@@ -1,0 +1,211 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pace_scheduler import __version__, demo
+from pace_scheduler.cli import main
+from pace_scheduler.profile import ProfileConfig
+
+from paperstack.records import Claim, ResultsFormatError, load_results
+
+TINY_PLAN = demo.DemoPlan(
+    loads=(0.5, 1.0, 1.5),
+    medium=1.0,
+    seeds=(0, 1),
+    cpu_seeds=(0,),
+    n_requests=24,
+    profile=ProfileConfig(
+        batch_sizes=(1, 2, 4),
+        contexts=(8, 32, 64),
+        repeats=1,
+        hidden_size=32,
+        layers=1,
+        heads=2,
+        kv_heads=1,
+        intermediate=64,
+        vocab=64,
+    ),
+)
+
+
+@pytest.fixture
+def tiny_demo(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setattr(demo, "plan", lambda quick: TINY_PLAN)
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("demo", "bench", "profile", "simulate", "trace"):
+        assert command in out
+
+
+def test_console_script_help_is_installed():
+    script = shutil.which("pace", path=str(Path(sys.executable).parent))
+    assert script is not None, "the pace console script is not installed"
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo" in proc.stdout
+
+
+def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo):
+    assert main(["demo", "--quick", "--workers", "1", "--out", str(tmp_path)]) == 0
+    results = load_results(tmp_path / "results.json")  # validates and recomputes every claim
+    assert results.manifest.package == "pace-scheduler"
+    assert results.manifest.version == __version__
+    assert {c.id for c in results.claims} == {
+        "pace_beats_off_goodput",
+        "pace_beats_eager_goodput",
+        "pace_slo_ge_95",
+        "pace_beats_every_fixed_cap",
+        "predictor_r2_ge_0_9",
+    }
+    for claim in results.claims:
+        again = Claim.compare(
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
+        )
+        assert again.held == claim.held
+    metrics = {r.metric for r in results.rows}
+    for m in (
+        "goodput",
+        "slo_attainment",
+        "p50_token_latency",
+        "p99_token_latency",
+        "mean_branch_width",
+    ):
+        assert m in metrics
+    assert results.row("pace", "goodput", "h200@1.00x").n == 2
+    assert results.row("irp-off", "goodput", "cpu@0.50x").n == 1
+    assert (tmp_path / "goodput_vs_load.png").is_file()
+    assert (tmp_path / "attainment_vs_load.png").is_file()
+    assert (tmp_path / "report.md").read_text().startswith("# pace-scheduler")
+    # tampering with a row is caught: the stored claim no longer follows from it
+    data = json.loads((tmp_path / "results.json").read_text())
+    for row in data["rows"]:
+        if row["system"] == "predictor" and row["metric"] == "r2":
+            row["value"] = -5.0 if row["value"] >= 0.9 else 5.0
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match="predictor_r2_ge_0_9"):
+        load_results(tmp_path / "results.json")
+
+
+def test_trace_then_simulate_replays_every_policy(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    assert main(["trace", "--out", str(trace), "--requests", "15", "--rate", "2"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                str(trace),
+                "--policy",
+                "irp-off",
+                "--policy",
+                "pace",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
+    res = load_results(tmp_path / "o" / "results.json")
+    assert {r.system for r in res.rows} == {"irp-off", "pace"}
+
+
+def _one_line_error(capsys, argv, *needles):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("pace: error:")
+    for needle in needles:
+        assert needle in err
+    return err
+
+
+def test_malformed_trace_is_a_one_line_error(tmp_path, capsys):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"kind": "branch", "parent": "ghost", "fork": 0, "tokens": 3}\n')
+    _one_line_error(capsys, ["simulate", "--trace", str(trace)], str(trace))
+
+
+def test_unknown_parent_is_a_one_line_error(tmp_path, capsys):
+    trace = tmp_path / "bad.jsonl"
+    req = {
+        "kind": "request",
+        "id": "a",
+        "arrival": 0,
+        "prompt_tokens": 4,
+        "serial_tokens": [2, 2],
+        "ttft_slo": 1,
+        "tpot_slo": 0.1,
+    }
+    trace.write_text(
+        json.dumps(req)
+        + "\n"
+        + json.dumps({"kind": "branch", "parent": "b", "fork": 0, "tokens": 3})
+        + "\n"
+    )
+    _one_line_error(capsys, ["simulate", "--trace", str(trace)], "unknown request 'b'")
+
+
+def test_slo_le_zero_is_a_one_line_error(tmp_path, capsys):
+    _one_line_error(
+        capsys, ["trace", "--out", str(tmp_path / "t.jsonl"), "--tpot-slo", "0"], "tpot_slo"
+    )
+
+
+def test_profile_too_small_to_fit_is_a_one_line_error(tmp_path, capsys):
+    prof = tmp_path / "profile.jsonl"
+    prof.write_text(
+        "".join(json.dumps({"n_decode": b, "sum_ctx": b, "seconds": 0.01}) + "\n" for b in (1, 2))
+    )
+    _one_line_error(
+        capsys, ["profile", "--out", str(tmp_path / "o"), "--fit-only", str(prof)], "too few"
+    )
+
+
+def test_bad_latency_file_is_a_one_line_error(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    main(["trace", "--out", str(trace), "--requests", "3"])
+    capsys.readouterr()
+    _one_line_error(
+        capsys,
+        ["simulate", "--trace", str(trace), "--latency", str(tmp_path / "nope.json")],
+        "no such file",
+    )
+
+
+def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    _one_line_error(capsys, ["demo", "--quick", "--out", str(blocker / "sub")], "--out")
+
+
+def test_bench_writes_decision_times_and_sim_speed(tmp_path, monkeypatch):
+    from pace_scheduler import bench
+
+    monkeypatch.setattr(bench, "BATCH_SIZES", (8, 64))
+    monkeypatch.setattr(bench, "SIM_REQUESTS", 20)
+    assert main(["bench", "--out", str(tmp_path), "--repeats", "5"]) == 0
+    results = load_results(tmp_path / "bench.json")
+    assert results.row("pace", "decision_time", "batch=64").value > 0
+    assert results.row("irp-off", "sim_events_per_s_vs_irp-off", "h200@1.00x").value == 1.0
+
+
+def test_demo_replays_a_users_trace_under_every_policy(tmp_path, tiny_demo):
+    trace = tmp_path / "t.jsonl"
+    assert main(["trace", "--out", str(trace), "--requests", "12", "--rate", "2"]) == 0
+    out = tmp_path / "out"
+    assert main(["demo", "--quick", "--dataset", str(trace), "--out", str(out)]) == 0
+    results = load_results(out / "results.json")
+    assert {c.id for c in results.claims} == {"predictor_r2_ge_0_9"}
+    assert results.row("pace", "goodput", "h200@trace").n == 12
+    assert results.row("irp-off", "mean_branch_width", "cpu@trace").value == 1.0
