@@ -173,6 +173,20 @@ def test_atomic_write_leaves_old_content_on_failure(tmp_path: Path) -> None:
     assert target.read_bytes() == b"raw"
 
 
+def test_atomic_write_gives_the_mode_open_would(tmp_path: Path) -> None:
+    """Not the 0600 of the temporary file: results must be readable by the group/others the
+    umask allows, and rewriting a file keeps the mode its owner chose."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    fresh = atomic_write(tmp_path / "fresh.txt", "x")
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~mask
+    kept = tmp_path / "kept.txt"
+    kept.write_text("old")
+    kept.chmod(0o640)
+    atomic_write(kept, "new")
+    assert kept.stat().st_mode & 0o777 == 0o640
+
+
 def test_manifest_records_the_run() -> None:
     m = Manifest.collect("pkg", "1.2.3", seed=7, config={"path": Path("/x"), "t": (1, 2)}).finish()
     assert m.config == {"path": "/x", "t": [1, 2]}

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import platform
+import stat
 import subprocess
 import sys
 import tempfile
@@ -84,18 +85,34 @@ class ResultsFormatError(PaperstackError):
 # --------------------------------------------------------------------------- atomic writes
 
 
+def _process_umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; restore at once
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _process_umask()  # read once at import, before any threads of ours exist
+
+
 def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Write ``data`` to ``path`` so that readers only ever see the old or the new content.
 
     The bytes go to a temporary file in the same directory (a rename is only atomic within one
     filesystem), are flushed and fsynced, and the file is renamed over ``path``; the directory is
-    then fsynced so the rename itself survives a power cut.
+    then fsynced so the rename itself survives a power cut. The file gets the mode a plain
+    ``open(path, "w")`` would give (``0o666`` less the umask; an existing file keeps its mode),
+    not the owner-only mode of the temporary file.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mode = 0o666 & ~_UMASK
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
