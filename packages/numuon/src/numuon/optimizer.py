@@ -1,0 +1,334 @@
+"""NuMuon: Muon whose orthogonal update is restricted to the top-k singular subspace.
+
+Muon (Jordan et al., 2024) replaces a matrix parameter's momentum ``M`` by its polar factor
+``U Vᵀ`` (all singular values set to one): the steepest-descent direction under the spectral
+norm. NuMuon constrains the update direction with a nuclear-norm budget as well: it keeps only
+the top ``k`` singular directions, ``U_k V_kᵀ``, with ``k`` from a rank schedule. ``k = 1`` is
+the nuclear-norm linear minimisation oracle (a Frank-Wolfe step), ``k = min(d_out, d_in)`` is
+Muon. Rank-limited updates add up to weights whose spectrum decays faster (lower stable rank),
+which is why NuMuon-trained models lose less when they are compressed by truncated SVD.
+
+The top-``k`` subspace comes from :func:`numuon.krylov.block_krylov_svd`, warm-started from the
+previous step's subspace, so each step costs a few thin matrix products and QRs, not an SVD.
+
+Parameters that are not hidden matrices (embeddings, the output head, norms, biases) go to an
+AdamW group (``use_numuon=False``), as in Keller Jordan's ``MuonWithAuxAdam``; build the two
+groups with :func:`param_groups`.
+
+Distributed training: under ``DistributedDataParallel`` gradients are all-reduced before
+``step()``, every rank holds the full matrices and runs the same deterministic step (the random
+start blocks come from generators seeded by ``seed``, the step and the parameter's index, never
+from the global RNG), so replicas stay identical without communication. Sharded parameters
+(FSDP2 ``DTensor``) are refused with a clear error: the top-``k`` subspace needs the whole
+matrix, so gather it first (or shard the optimizer work by parameter, one owner per matrix).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from numuon.errors import NumuonError
+from numuon.krylov import block_krylov_svd
+from numuon.schedule import Constant, RankSchedule, check_ratio, rank_for
+
+__all__ = ["NuMuon", "muon_scale", "param_groups"]
+
+
+def muon_scale(shape: torch.Size | tuple[int, ...]) -> float:
+    """Muon's shape-dependent step scale ``sqrt(max(1, d_out / d_in))`` (Keller Jordan's
+    ``muon.py`` and ``torch.optim.Muon``'s ``adjust_lr_fn="original"``): it keeps the update's
+    per-coordinate RMS comparable across rectangular matrices."""
+    return math.sqrt(max(1.0, shape[0] / shape[1]))
+
+
+def param_groups(model: nn.Module, *, exclude_output_head: bool = True) -> list[dict[str, Any]]:
+    """Split ``model``'s trainable parameters into a NuMuon group and an AdamW group.
+
+    NuMuon gets the 2-D weights of ``nn.Linear`` layers (attention and MLP projections); AdamW
+    gets everything else: embeddings, the output head (``model.get_output_embeddings()`` for
+    transformers models, which may be tied to the input embedding), norms and biases. The
+    embedding and head are excluded because their rows are per-token vectors, not a linear map
+    whose spectrum matters (Muon's authors do the same). Parameter names are kept, so errors
+    name the parameter.
+    """
+    head: set[int] = set()
+    getter = getattr(model, "get_output_embeddings", None)
+    if exclude_output_head and callable(getter):
+        out = getter()
+        if isinstance(out, nn.Module):
+            head = {id(p) for p in out.parameters()}
+    matrix_ids = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, nn.Linear) and m.weight.ndim == 2 and id(m.weight) not in head
+    }
+    numuon: list[tuple[str, nn.Parameter]] = []
+    adamw: list[tuple[str, nn.Parameter]] = []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (numuon if id(p) in matrix_ids else adamw).append((name, p))
+    groups: list[dict[str, Any]] = [{"params": numuon, "use_numuon": True}]
+    if adamw:
+        groups.append({"params": adamw, "use_numuon": False})
+    return groups
+
+
+class NuMuon(torch.optim.Optimizer):
+    """NuMuon for ``use_numuon`` groups, AdamW for the others.
+
+    For a matrix ``W`` (``d_out x d_in``) with gradient ``G_t`` at step ``t``:
+
+        M_t = β M_{t-1} + (1 - β) G_t                       (momentum, ``momentum`` = β)
+        N_t = (1 - β) G_t + β M_t   if nesterov else M_t     (Nesterov look-ahead)
+        k_t = ⌈r(t) · min(d_out, d_in)⌉                      (``rank_schedule`` = r)
+        U_k, V_k = top-k singular vectors of N_t            (warm-started block Krylov)
+        W ← (1 - γ λ) W - γ · s · U_k V_kᵀ                  (``lr`` = γ, ``weight_decay`` = λ)
+
+    with ``s = sqrt(max(1, d_out / d_in))`` (Muon's shape scale) and, when ``rms_match`` is
+    set, an extra ``sqrt(min(d_out, d_in) / k)`` so the update's Frobenius norm equals Muon's
+    at every ``k`` (off by default: the paper keeps Muon's scaling, so the spectral norm of
+    the step is the same as Muon's and only its rank shrinks). The momentum convention
+    (``lerp``) is ``torch.optim.Muon``'s, so ``rank_schedule=1.0`` with an exact polar factor
+    is Muon with the SVD in place of Newton-Schulz.
+
+    Args:
+        params: parameters or groups; a group's ``use_numuon`` (default True) picks the rule.
+            :func:`param_groups` builds the usual split from a model.
+        lr: NuMuon step size γ (Muon's default 0.02).
+        momentum: β. nesterov: use the look-ahead ``N_t``.
+        weight_decay: decoupled decay λ for NuMuon groups.
+        rank_schedule: ``r(t)`` as a float or a callable ``step -> (0, 1]`` (see
+            :mod:`numuon.schedule`); checked every step. Kept out of the state dict (a
+            callable does not survive ``weights_only`` loading): pass the same one on resume.
+        n_iter, oversample: Krylov power steps and extra block columns.
+        rms_match: scale by ``sqrt(min(d)/k)`` as described above.
+        adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay: defaults for AdamW groups.
+        seed: seeds the random start blocks (deterministic across ranks and resumes).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 0.02,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        weight_decay: float = 0.0,
+        rank_schedule: RankSchedule | float = 0.25,
+        n_iter: int = 2,
+        oversample: int = 8,
+        rms_match: bool = False,
+        adamw_lr: float = 3e-4,
+        adamw_betas: tuple[float, float] = (0.9, 0.95),
+        adamw_eps: float = 1e-8,
+        adamw_weight_decay: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        for name, value in (("lr", lr), ("adamw_lr", adamw_lr)):
+            if not (math.isfinite(value) and value >= 0):
+                raise NumuonError(f"{name}: {value!r} must be a finite number >= 0")
+        if not 0.0 <= momentum < 1.0:
+            raise NumuonError(f"momentum: {momentum!r} must be in [0, 1)")
+        if n_iter < 0 or oversample < 0:
+            raise NumuonError(f"n_iter={n_iter}, oversample={oversample}: must be >= 0")
+        if isinstance(rank_schedule, (int, float)):
+            rank_schedule = Constant(check_ratio(rank_schedule, "rank_schedule"))
+        elif not callable(rank_schedule):
+            raise NumuonError(f"rank_schedule: {rank_schedule!r} is neither a number nor callable")
+        self.rank_schedule: Callable[[int], float] = rank_schedule
+        self.seed = int(seed)
+        groups = list(params)
+        if groups and not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        adamw_defaults: dict[str, Any] = {
+            "lr": adamw_lr,
+            "betas": tuple(adamw_betas),
+            "eps": adamw_eps,
+            "weight_decay": adamw_weight_decay,
+        }
+        prepared = []
+        for given in groups:
+            group: dict[str, Any] = dict(given)
+            group.setdefault("use_numuon", True)
+            if not group["use_numuon"]:
+                for key, value in adamw_defaults.items():
+                    group.setdefault(key, value)
+            prepared.append(group)
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "nesterov": nesterov,
+            "weight_decay": weight_decay,
+            "n_iter": n_iter,
+            "oversample": oversample,
+            "rms_match": rms_match,
+            "use_numuon": True,
+            "betas": tuple(adamw_betas),
+            "eps": adamw_eps,
+        }
+        super().__init__(prepared, defaults)
+        for gi, group in enumerate(self.param_groups):
+            if not group["use_numuon"]:
+                continue
+            for pi, p in enumerate(group["params"]):
+                if p.ndim != 2:
+                    raise NumuonError(
+                        f"param_groups[{gi}] ({self._name(group, pi)}): shape {tuple(p.shape)} is "
+                        "not 2-D; NuMuon groups take matrices only, put it in a use_numuon=False "
+                        "(AdamW) group, e.g. with numuon.param_groups(model)"
+                    )
+                if _is_dtensor(p):
+                    raise NumuonError(
+                        f"param_groups[{gi}] ({self._name(group, pi)}): a sharded DTensor; NuMuon "
+                        "needs whole matrices (use DDP, or gather the parameter)"
+                    )
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _name(group: dict[str, Any], index: int) -> str:
+        names = group.get("param_names")
+        return str(names[index]) if names else f"params[{index}]"
+
+    def _check_gradients(self) -> None:
+        """Refuse a step with a NaN or infinite gradient before any state or weight changes.
+
+        One non-finite entry would turn the momentum, and with it every later update, into NaN
+        (an SVD of a NaN matrix is NaN everywhere), so the error comes first and the weights
+        stay as they were; the caller may skip the batch or lower the learning rate.
+        """
+        for gi, group in enumerate(self.param_groups):
+            grads = [p.grad for p in group["params"] if p.grad is not None]
+            if not grads:
+                continue
+            finite = torch.stack([torch.isfinite(g).all() for g in grads])
+            if bool(finite.all()):
+                continue
+            with_grad = [i for i, p in enumerate(group["params"]) if p.grad is not None]
+            bad = with_grad[int((~finite).nonzero()[0, 0])]
+            raise NumuonError(
+                f"param_groups[{gi}] ({self._name(group, bad)}): gradient has NaN or infinite "
+                "values; no parameter was updated"
+            )
+
+    def _ratio(self, step: int) -> float:
+        return check_ratio(self.rank_schedule(step), f"rank_schedule({step})")
+
+    def _generator(self, index: int, step: int, device: torch.device) -> torch.Generator:
+        """A generator for parameter ``index`` at ``step``: the same on every rank and resume."""
+        gen = torch.Generator(device=device)
+        gen.manual_seed((self.seed * 1_000_003 + step * 10_007 + index) % (2**63 - 1))
+        return gen
+
+    def direction(
+        self, update: torch.Tensor, k: int, state: dict[str, Any], group: dict[str, Any], gen: Any
+    ) -> torch.Tensor:
+        """The orthogonal update direction ``U_k V_kᵀ`` of ``update`` (rank ``k``).
+
+        Subclasses change only this (the Newton-Schulz Muon baseline does), so every optimizer
+        in a comparison shares the momentum, scaling, weight decay and AdamW fallback.
+        """
+        sub = block_krylov_svd(
+            update,
+            k,
+            init=state.get("krylov_basis"),
+            n_iter=group["n_iter"],
+            oversample=group["oversample"],
+            generator=gen,
+        )
+        state["krylov_basis"] = sub.basis
+        # A zero momentum has no singular directions: step by zero, not by an arbitrary basis.
+        nonzero = (sub.S[:1] > 0).to(sub.U.dtype)
+        return (sub.U * nonzero) @ sub.V.mT
+
+    # ------------------------------------------------------------------ step
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        """One NuMuon/AdamW step; see the class docstring for the update."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._check_gradients()
+        ratios: dict[int, float] = {}
+        index = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                index += 1
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                step = int(state["step"]) if "step" in state else 0
+                if group["use_numuon"] and step not in ratios:
+                    ratios[step] = self._ratio(step)  # validated before any weight moves
+        index = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                index += 1
+                if p.grad is None:
+                    continue
+                if group["use_numuon"]:
+                    self._numuon_update(p, group, index, ratios)
+                else:
+                    self._adamw_update(p, group)
+        return loss
+
+    def _numuon_update(
+        self, p: torch.Tensor, group: dict[str, Any], index: int, ratios: dict[int, float]
+    ) -> None:
+        grad = p.grad
+        assert grad is not None
+        state = self.state[p]
+        if "step" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        step = int(state["step"])
+        beta = group["momentum"]
+        buf = state["momentum_buffer"]
+        buf.lerp_(grad, 1 - beta)
+        update = grad.lerp(buf, beta) if group["nesterov"] else buf
+        k = rank_for(ratios[step], p.shape)
+        gen = self._generator(index, step, p.device)
+        direction = self.direction(update, k, state, group, gen).to(p.dtype)
+        scale = muon_scale(p.shape)
+        if group["rms_match"]:
+            scale *= math.sqrt(min(p.shape) / k)
+        p.mul_(1 - group["lr"] * group["weight_decay"])
+        p.add_(direction, alpha=-group["lr"] * scale)
+        state["step"] += 1
+
+    def _adamw_update(self, p: torch.Tensor, group: dict[str, Any]) -> None:
+        """AdamW (Loshchilov and Hutter, 2019) with bias correction, for non-matrix parameters:
+
+        m ← β₁ m + (1 - β₁) g,  v ← β₂ v + (1 - β₂) g²,
+        p ← (1 - γλ) p - γ · (m / (1 - β₁ᵗ)) / (sqrt(v / (1 - β₂ᵗ)) + ε).
+        """
+        grad = p.grad
+        assert grad is not None
+        state = self.state[p]
+        if "step" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        state["step"] += 1
+        t = float(state["step"])
+        beta1, beta2 = group["betas"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.lerp_(grad, 1 - beta1)
+        v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denom = (v / (1 - beta2**t)).sqrt_().add_(group["eps"])
+        p.mul_(1 - group["lr"] * group["weight_decay"])
+        p.addcdiv_(m, denom, value=-group["lr"] / (1 - beta1**t))
+
+
+def _is_dtensor(p: torch.Tensor) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - builds without distributed
+        return False
+    return isinstance(p, DTensor)

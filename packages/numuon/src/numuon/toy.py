@@ -1,0 +1,271 @@
+"""The toy language-modelling world of the demo: synthetic text, a tiny Llama, a training loop.
+
+Text: examples of paperstack's synthetic tasks (two-digit addition, multi-step arithmetic with
+its worked steps, fact-world questions and answers) rendered as ``prompt + answer`` and packed
+into fixed-length character sequences; held-out text comes from the tasks' test splits. It has
+structure worth compressing (a few formats, a small fact table, digit arithmetic), unlike
+random tokens. Model: ``LlamaForCausalLM`` built from a ``LlamaConfig`` with paperstack's
+character tokenizer. Training: next-token cross-entropy on every token, one loop shared by
+every optimizer (same data order, warmup + cosine learning-rate schedule, gradient clipping).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
+
+from numuon.errors import NumuonError
+from paperstack import tasks
+from paperstack.tiny import build_tokenizer
+
+__all__ = [
+    "ModelShape",
+    "TextData",
+    "build_llama",
+    "lm_loss",
+    "load_model",
+    "load_text_file",
+    "make_text",
+    "train_lm",
+]
+
+#: Tasks whose rendered examples make the corpus.
+TASK_MIX = ("addition", "arithmetic", "facts")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A tiny Llama's size (hidden width, MLP width, layers, heads)."""
+
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+
+
+@dataclass(frozen=True)
+class TextData:
+    """Packed token sequences: ``train`` (``N x (L+1)``), ``val`` and ``calib`` (held out)."""
+
+    train: torch.Tensor
+    val: torch.Tensor
+    calib: torch.Tensor
+    vocab_size: int
+
+    def to(self, device: torch.device | str) -> TextData:
+        """The same data on ``device``."""
+        return TextData(
+            self.train.to(device), self.val.to(device), self.calib.to(device), self.vocab_size
+        )
+
+
+def _stream(tokenizer: PreTrainedTokenizerBase, split: str, n: int, seed: int) -> list[int]:
+    examples = [
+        ex
+        for name in TASK_MIX
+        for ex in tasks.get(name).generate(n, seed=seed, split=split)  # type: ignore[arg-type]
+    ]
+    random.Random(seed).shuffle(examples)
+    text = "".join(f"{ex.prompt}{ex.answer}\n" for ex in examples)
+    ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids
+
+
+def _pack(ids: list[int], length: int, limit: int | None = None) -> torch.Tensor:
+    count = len(ids) // length
+    if limit is not None:
+        count = min(count, limit)
+    return torch.tensor(ids[: count * length], dtype=torch.long).reshape(count, length)
+
+
+def make_text(
+    seq_len: int = 128,
+    train_examples: int = 6000,
+    val_sequences: int = 64,
+    calib_sequences: int = 64,
+    seed: int = 0,
+    tokenizer_path: str | None = None,
+) -> tuple[TextData, PreTrainedTokenizerBase]:
+    """The corpus: ``train_examples`` per task from the train split; validation and calibration
+    sequences from the test split (disjoint from each other), ``seq_len + 1`` tokens each.
+    ``tokenizer_path`` (a model id or directory) replaces paperstack's character tokenizer."""
+    tokenizer = _tokenizer(tokenizer_path)
+    length = seq_len + 1
+    train = _pack(_stream(tokenizer, "train", train_examples, seed), length)
+    need = (val_sequences + calib_sequences) * length
+    per_task = max(200, need // (40 * len(TASK_MIX)) + 1)
+    held = _pack(_stream(tokenizer, "test", per_task, seed + 1), length)
+    if held.shape[0] < val_sequences + calib_sequences:
+        held = _pack(_stream(tokenizer, "test", per_task * 4, seed + 1), length)
+    data = TextData(
+        train=train,
+        val=held[:val_sequences],
+        calib=held[val_sequences : val_sequences + calib_sequences],
+        vocab_size=len(tokenizer),
+    )
+    return data, tokenizer
+
+
+def _tokenizer(path: str | None) -> PreTrainedTokenizerBase:
+    if path is None:
+        return build_tokenizer(model_max_length=10**9)
+    from transformers import AutoTokenizer
+
+    try:
+        tok: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise NumuonError(f"--model {path}: cannot load a tokenizer ({_first_line(exc)})") from None
+    tok.model_max_length = 10**9  # we pack long streams ourselves
+    return tok
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def load_text_file(
+    path: str | os.PathLike[str],
+    seq_len: int,
+    val_sequences: int,
+    calib_sequences: int,
+    tokenizer_path: str | None = None,
+) -> tuple[TextData, PreTrainedTokenizerBase]:
+    """A user's UTF-8 text file as the corpus: packed into ``seq_len + 1``-token sequences; the
+    last ``val_sequences + calib_sequences`` are held out (validation, then calibration)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NumuonError(f"--dataset {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NumuonError(f"--dataset {path}: cannot read as UTF-8 text ({exc})") from None
+    tokenizer = _tokenizer(tokenizer_path)
+    ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+    seqs = _pack(ids, seq_len + 1)
+    held = val_sequences + calib_sequences
+    if seqs.shape[0] < held + 8:
+        raise NumuonError(
+            f"--dataset {path}: {len(ids)} tokens make {seqs.shape[0]} sequences of "
+            f"{seq_len + 1}; need at least {held + 8} ({held} held out)"
+        )
+    data = TextData(
+        train=seqs[:-held],
+        val=seqs[-held : seqs.shape[0] - calib_sequences],
+        calib=seqs[seqs.shape[0] - calib_sequences :],
+        vocab_size=len(tokenizer),
+    )
+    return data, tokenizer
+
+
+def load_model(path: str, seed: int) -> PreTrainedModel:
+    """A causal LM through ``from_pretrained`` (a hub id or a directory) to train further."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    try:
+        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise NumuonError(f"--model {path}: cannot load a causal LM ({_first_line(exc)})") from None
+    return model
+
+
+def build_llama(
+    shape: ModelShape, tokenizer: PreTrainedTokenizerBase, seq_len: int, seed: int
+) -> LlamaForCausalLM:
+    """A randomly initialised tiny ``LlamaForCausalLM`` (tied embeddings, as in small Llamas)."""
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_hidden_layers,
+        num_attention_heads=shape.num_attention_heads,
+        num_key_value_heads=shape.num_attention_heads,
+        max_position_embeddings=max(seq_len + 1, 64),
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config)
+
+
+def lm_loss(model: torch.nn.Module, seqs: torch.Tensor, batch_size: int = 32) -> float:
+    """Mean next-token cross-entropy (nats per token) of ``model`` on ``seqs`` (``N x (L+1)``)."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, seqs.shape[0], batch_size):
+            x = seqs[start : start + batch_size]
+            logits = model(input_ids=x[:, :-1]).logits
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), x[:, 1:].reshape(-1), reduction="sum"
+            )
+            total += float(loss)
+            count += x[:, 1:].numel()
+    model.train(was_training)
+    return total / count
+
+
+def train_lm(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data: TextData,
+    steps: int,
+    batch_size: int = 32,
+    seed: int = 0,
+    warmup_frac: float = 0.05,
+    eval_every: int = 50,
+    progress: Callable[[int, float], None] | None = None,
+) -> dict[str, Any]:
+    """Train ``model`` in place; returns train losses per step, ``(step, val loss)`` pairs and
+    the wall time. Learning rates follow linear warmup then cosine decay to 10% of each
+    group's initial value; gradients are clipped to norm 1 for every optimizer alike."""
+    warmup = max(1, int(warmup_frac * steps))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * t))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    gen = torch.Generator().manual_seed(seed)
+    order = torch.randperm(data.train.shape[0], generator=gen)
+    cursor = 0
+    losses: list[float] = []
+    curve: list[tuple[int, float]] = [(0, lm_loss(model, data.val))]
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.train()
+    start = time.perf_counter()
+    for step in range(steps):
+        if cursor + batch_size > order.numel():
+            order, cursor = torch.randperm(data.train.shape[0], generator=gen), 0
+        x = data.train[order[cursor : cursor + batch_size]]
+        cursor += batch_size
+        logits = model(input_ids=x[:, :-1]).logits
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if (step + 1) % eval_every == 0 or step == steps - 1:
+            curve.append((step + 1, lm_loss(model, data.val)))
+        if progress is not None:
+            progress(step, losses[-1])
+    model.eval()
+    return {"losses": losses, "val_curve": curve, "seconds": time.perf_counter() - start}

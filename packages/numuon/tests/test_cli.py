@@ -1,0 +1,160 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from numuon import __version__
+from numuon.cli import main
+
+from paperstack.records import Claim, ResultsFormatError, load_results
+
+CLAIMS = {
+    "numuon_converges",
+    "numuon_lower_stable_rank",
+    "numuon_best_after_compression",
+    "numuon_best_after_plain_svd",
+}
+#: The quick config cut to a few steps and one seed: the whole pipeline in seconds.
+TINY = ["--quick", "--steps", "4", "--seeds", "0", "--workers", "1"]
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("demo", "bench", "compress"):
+        assert command in out
+
+
+def test_console_script_help_is_installed():
+    script = shutil.which("numuon", path=str(Path(sys.executable).parent))
+    assert script is not None, "the numuon console script is not installed"
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["demo", *TINY, "--out", str(out)]) == 0
+    return out
+
+
+def test_demo_writes_the_rows_and_claims_the_issue_names(demo_out):
+    results = load_results(demo_out / "results.json")  # validates and recomputes every claim
+    assert results.manifest.package == "numuon"
+    assert results.manifest.version == __version__
+    assert {c.id for c in results.claims} == CLAIMS
+    for claim in results.claims:
+        again = Claim.compare(
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
+        )
+        assert again.held == claim.held
+    for system in ("adamw", "muon", "numuon"):
+        assert results.row(system, "val_loss").n == 1
+        results.row(system, "stable_rank")
+        for pct in (20, 40, 60):
+            results.row(system, "loss_after_whitened", f"reduce-{pct}%")
+            results.row(system, "loss_after_svd", f"reduce-{pct}%")
+    for fig in ("loss_curves.png", "spectra.png", "compression.png"):
+        assert (demo_out / fig).stat().st_size > 0
+    assert (demo_out / "report.md").read_text().startswith("# numuon")
+    assert len((demo_out / "runs.jsonl").read_text().splitlines()) == 3
+
+
+def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):
+    data = json.loads((demo_out / "results.json").read_text())
+    for row in data["rows"]:
+        if row["system"] == "numuon/muon":
+            row["value"] = 1e6
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match="numuon_converges"):
+        load_results(tmp_path / "results.json")
+
+
+def test_demo_resume_reuses_finished_runs(demo_out, tmp_path):
+    shutil.copy(demo_out / "runs.jsonl", tmp_path / "runs.jsonl")
+    assert main(["demo", *TINY, "--resume", "--out", str(tmp_path)]) == 0
+    a = load_results(demo_out).row("numuon", "val_loss").value
+    assert load_results(tmp_path).row("numuon", "val_loss").value == a
+
+
+def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", *TINY, "--out", str(blocker / "sub")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("numuon: error: --out")
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--steps", "0"], "--steps 0"),
+        (["--dataset", "/nonexistent/corpus.txt"], "--dataset /nonexistent/corpus.txt"),
+        (["--device", "cuda:7"], "--device cuda:7"),
+        (["--workers", "-1"], "--workers -1"),
+    ],
+)
+def test_bad_demo_arguments_are_one_line_errors(tmp_path, capsys, extra, needle):
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", *TINY, "--out", str(tmp_path), *extra])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert needle in err
+
+
+def test_too_short_dataset_is_a_one_line_error(tmp_path, capsys):
+    data = tmp_path / "corpus.txt"
+    data.write_text("only a few words\n")
+    with pytest.raises(SystemExit):
+        main(["demo", *TINY, "--out", str(tmp_path / "o"), "--dataset", str(data)])
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert str(data) in err
+    assert "sequences" in err
+
+
+def test_bench_writes_ratios_to_muon(tmp_path):
+    assert main(["bench", "--quick", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    results = load_results(tmp_path / "bench.json")
+    assert results.row("muon", "step_time_vs_muon", "64x64").value == 1.0
+    assert results.row("numuon", "step_time_vs_muon", "128x128").value > 0
+    assert results.row("numuon", "step_time_vs_muon", "128x128@r=0.25").value > 0
+
+
+def test_compress_reports_loss_before_and_after_for_a_saved_model(tmp_path):
+    from numuon.toy import ModelShape, build_llama
+
+    from paperstack.tiny import build_tokenizer
+
+    tok = build_tokenizer()
+    build_llama(ModelShape(32, 64, 1, 2), tok, 32, seed=0).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    text = tmp_path / "corpus.txt"
+    text.write_text("12+34=46\nWhat is the pet of Luku? frog\n" * 200)
+    out = tmp_path / "out"
+    args = ["compress", str(tmp_path / "m"), "--text", str(text), "--out", str(out)]
+    assert main([*args, "--seq-len", "32", "--reductions", "0.5"]) == 0
+    results = load_results(out)
+    assert results.row("whitened", "loss", "reduce-50%").value > 0
+    assert results.row("original", "stable_rank").value > 1
+
+
+def test_compress_rejects_a_missing_model(tmp_path, capsys):
+    text = tmp_path / "corpus.txt"
+    text.write_text("abc\n" * 2000)
+    with pytest.raises(SystemExit) as exc:
+        main(["compress", str(tmp_path / "nope"), "--text", str(text), "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "nope" in err

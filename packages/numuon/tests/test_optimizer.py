@@ -1,0 +1,228 @@
+import io
+
+import pytest
+import torch
+from numuon import Constant, Cosine, NewtonSchulzMuon, NuMuon, NumuonError, param_groups
+from numuon.baselines import build_optimizer, newton_schulz
+from torch import nn
+
+
+class Tiny(nn.Module):
+    """Embedding, two hidden matrices big enough for the randomized Krylov path, a head."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.emb = nn.Embedding(12, 48)
+        self.fc1 = nn.Linear(48, 96)
+        self.fc2 = nn.Linear(96, 48, bias=False)
+        self.head = nn.Linear(48, 12)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.fc2(torch.relu(self.fc1(self.emb(x)))))
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.head
+
+
+def _loss(model: nn.Module, step: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(step)
+    x = torch.randint(0, 12, (16,), generator=g)
+    return nn.functional.cross_entropy(model(x), (x * 5 + 1) % 12)
+
+
+def _train(model: nn.Module, opt: torch.optim.Optimizer, steps: range) -> None:
+    for step in steps:
+        opt.zero_grad()
+        _loss(model, step).backward()
+        opt.step()
+
+
+def _single(G: torch.Tensor, **kwargs) -> torch.Tensor:
+    """The update NuMuon makes to a zero matrix whose gradient is G (one step, lr 1)."""
+    p = nn.Parameter(torch.zeros_like(G))
+    opt = NuMuon([p], lr=1.0, **kwargs)
+    p.grad = G.clone()
+    opt.step()
+    return p.detach().clone()
+
+
+def test_full_rank_update_equals_the_exact_polar_factor(gen):
+    G = torch.randn(40, 24, generator=gen)
+    U, _, Vh = torch.linalg.svd(G, full_matrices=False)
+    delta = _single(G, rank_schedule=1.0)
+    scale = (40 / 24) ** 0.5  # Muon's shape scale for a tall matrix
+    torch.testing.assert_close(delta, -scale * U @ Vh, atol=1e-5, rtol=1e-5)
+
+
+def test_rank_one_schedule_gives_a_rank_one_update_along_the_top_singular_pair(gen):
+    # A gradient with a spectral gap, as real ones have (a flat Gaussian spectrum needs the
+    # warm start over several steps; see test_krylov).
+    G = torch.randn(64, 6, generator=gen) @ torch.randn(6, 80, generator=gen)
+    G += 0.01 * torch.randn(64, 80, generator=gen)
+    delta = _single(G, rank_schedule=lambda step: 1 / 64)
+    assert int(torch.linalg.matrix_rank(delta)) == 1
+    U, _, Vh = torch.linalg.svd(G, full_matrices=False)
+    torch.testing.assert_close(delta, -torch.outer(U[:, 0], Vh[0]), atol=1e-4, rtol=1e-4)
+
+
+def test_rank_k_update_has_unit_singular_values_on_k_directions(gen):
+    G = torch.randn(96, 64, generator=gen)
+    delta = _single(G, rank_schedule=0.125)  # k = 8
+    s = torch.linalg.svdvals(delta) / (96 / 64) ** 0.5
+    torch.testing.assert_close(s[:8], torch.ones(8), atol=1e-4, rtol=0)
+    assert float(s[8:].max()) < 1e-4
+
+
+def test_save_and_load_resumes_identically():
+    schedule = Cosine(1.0, 0.1, 6)
+    model = Tiny()
+    opt = NuMuon(param_groups(model), lr=0.02, rank_schedule=schedule, adamw_lr=1e-2)
+    _train(model, opt, range(3))
+    assert "krylov_basis" in opt.state[model.fc1.weight]  # the warm start is state
+    buf = io.BytesIO()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buf)
+
+    resumed = Tiny(seed=123)
+    opt2 = NuMuon(param_groups(resumed), lr=0.02, rank_schedule=schedule, adamw_lr=1e-2)
+    buf.seek(0)
+    saved = torch.load(buf, weights_only=True)
+    resumed.load_state_dict(saved["model"])
+    opt2.load_state_dict(saved["opt"])
+    _train(model, opt, range(3, 6))
+    _train(resumed, opt2, range(3, 6))
+    for (name, a), b in zip(model.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_param_groups_send_embeddings_head_and_vectors_to_adamw():
+    model = Tiny()
+    groups = param_groups(model)
+    numuon = {n for n, _ in groups[0]["params"]}
+    adamw = {n for n, _ in groups[1]["params"]}
+    assert numuon == {"fc1.weight", "fc2.weight"}
+    assert adamw == {"emb.weight", "fc1.bias", "head.weight", "head.bias"}
+    assert groups[1]["use_numuon"] is False
+
+
+def test_training_lowers_the_loss():
+    model = Tiny()
+    opt = NuMuon(param_groups(model), lr=0.02, rank_schedule=0.25, adamw_lr=1e-2)
+    with torch.no_grad():
+        before = float(_loss(model, 0))
+    for _ in range(30):
+        opt.zero_grad()
+        _loss(model, 0).backward()
+        opt.step()
+    with torch.no_grad():
+        assert float(_loss(model, 0)) < 0.7 * before
+
+
+def test_newton_schulz_reference_matches_torch_muon(gen):
+    """The reference baseline and torch.optim.Muon take the same step (up to bfloat16)."""
+    G = torch.randn(64, 32, generator=gen)
+    a, b = nn.Parameter(torch.zeros(64, 32)), nn.Parameter(torch.zeros(64, 32))
+    ours = NewtonSchulzMuon([a], lr=0.1, momentum=0.95)
+    ref = torch.optim.Muon([b], lr=0.1, momentum=0.95, weight_decay=0.0)
+    for _ in range(3):
+        a.grad, b.grad = G.clone(), G.clone()
+        ours.step()
+        ref.step()
+    rel = float((a - b).detach().norm() / b.detach().norm())
+    assert rel < 0.03
+
+
+def test_newton_schulz_approximates_the_polar_factor(gen):
+    G = torch.randn(48, 48, generator=gen)
+    s = torch.linalg.svdvals(newton_schulz(G))
+    assert float(s.min()) > 0.5
+    assert float(s.max()) < 1.5
+
+
+def test_build_optimizer_names_every_baseline():
+    for name in ("adamw", "muon", "muon-ns", "numuon"):
+        model = Tiny()
+        opt = build_optimizer(name, model, lr=0.02, adamw_lr=1e-2)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5)
+        _train(model, opt, range(2))
+        sched.step()
+        assert all(g["lr"] > 0 for g in opt.param_groups)
+    with pytest.raises(NumuonError, match="optimizer 'sgd'"):
+        build_optimizer("sgd", Tiny())
+
+
+def test_chained_muon_state_dict_roundtrips():
+    model = Tiny()
+    opt = build_optimizer("muon", model)
+    _train(model, opt, range(2))
+    opt2 = build_optimizer("muon", model)
+    opt2.load_state_dict(opt.state_dict())
+    assert len(opt2.members_state()) == len(opt.members_state())  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5, -1.0])
+def test_rank_schedule_outside_zero_one_is_refused(bad):
+    with pytest.raises(NumuonError, match="outside"):
+        NuMuon([nn.Parameter(torch.zeros(4, 4))], rank_schedule=bad)
+
+
+def test_a_schedule_that_leaves_zero_one_mid_run_stops_before_touching_the_weights(gen):
+    model = Tiny()
+    opt = NuMuon(param_groups(model), rank_schedule=lambda step: 0.5 if step < 2 else 2.0)
+    _train(model, opt, range(2))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    momentum = opt.state[model.fc1.weight]["momentum_buffer"].clone()
+    with pytest.raises(NumuonError, match=r"rank_schedule\(2\): 2.0 is outside"):
+        _train(model, opt, range(2, 3))
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert torch.equal(opt.state[model.fc1.weight]["momentum_buffer"], momentum)
+
+
+def test_non_matrix_in_the_numuon_group_is_refused():
+    model = Tiny()
+    with pytest.raises(NumuonError, match=r"fc1.bias.*not 2-D"):
+        NuMuon([{"params": list(model.named_parameters()), "use_numuon": True}])
+    with pytest.raises(NumuonError, match=r"params\[0\].*\(3, 3, 3\)"):
+        NuMuon([nn.Parameter(torch.zeros(3, 3, 3))])
+
+
+def test_nan_gradient_is_refused_and_nothing_changes():
+    model = Tiny()
+    opt = NuMuon(param_groups(model), rank_schedule=0.25)
+    _train(model, opt, range(2))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    state_before = {
+        k: v.clone() for k, v in opt.state[model.fc1.weight].items() if torch.is_tensor(v)
+    }
+    opt.zero_grad()
+    _loss(model, 5).backward()
+    model.fc2.weight.grad[0, 0] = float("nan")
+    with pytest.raises(NumuonError, match=r"fc2.weight.*NaN"):
+        opt.step()
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    for k, v in state_before.items():
+        assert torch.equal(opt.state[model.fc1.weight][k], v), k
+    _train(model, opt, range(5, 6))  # a finite step afterwards works
+    assert all(torch.isfinite(v).all() for v in model.state_dict().values())
+
+
+def test_nan_in_the_adamw_group_is_refused_too():
+    model = Tiny()
+    opt = NuMuon(param_groups(model))
+    _loss(model, 0).backward()
+    model.emb.weight.grad[1, 1] = float("inf")
+    with pytest.raises(NumuonError, match=r"emb\.weight"):
+        opt.step()
+
+
+def test_constant_schedule_object_is_accepted():
+    p = nn.Parameter(torch.zeros(8, 8))
+    opt = NuMuon([p], rank_schedule=Constant(0.5))
+    p.grad = torch.ones(8, 8)
+    opt.step()
+    assert torch.isfinite(p).all()
