@@ -100,3 +100,14 @@ def test_demo_quick_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert res.row(f"{preset}-trained", "addition_train_seconds").value > 0
     assert (out / "report.md").exists()
     assert (out / "addition_accuracy.png").exists()
+
+
+def test_pretrain_trains_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("PAPERSTACK_CACHE", str(tmp_path / "cache"))
+    proc = _run("pretrain", "--preset", "micro", "--task", "addition", "--steps", "2")
+    assert proc.returncode == 0, proc.stderr
+    path = Path(proc.stdout.strip().splitlines()[-1])
+    assert path.is_relative_to(tmp_path / "cache")
+    assert (path / "config.json").is_file()
+    assert (path / "model.safetensors").is_file()

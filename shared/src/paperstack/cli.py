@@ -67,8 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "pretrain":
         tiny = _import_tiny()
         preset = args.preset or tiny.DEFAULT_PRESET
-        path = tiny.pretrained_path(preset, tuple(args.task), steps=args.steps, seed=args.seed)
-        print(path)
+        tasks = tuple(args.task)
+        tiny.pretrained(preset, tasks, steps=args.steps, seed=args.seed)  # trains unless cached
+        print(tiny.pretrained_path(preset, tasks, steps=args.steps, seed=args.seed))
         return 0
     return _demo(args)
 

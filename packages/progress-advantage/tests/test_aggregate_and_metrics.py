@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+from progress_advantage.aggregate import aggregate_steps, aggregate_trajectory
+from progress_advantage.attribution import attribute_failure, attribution_accuracy, chance_accuracy
+from progress_advantage.errors import ProgressAdvantageError
+from progress_advantage.metrics import auroc, rankdata, spearman
+from progress_advantage.selection import best_of_n, group_indices, majority_vote
+
+VALUES = np.array([1.0, -2.0, 3.0, 4.0, -1.0])
+STEPS = np.array([0, 0, 1, 1, 1])
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("sum", [-1.0, 6.0]),
+        ("mean", [-0.5, 2.0]),
+        ("last", [-2.0, -1.0]),
+        ("min", [-2.0, -1.0]),
+        ("max", [1.0, 4.0]),
+    ],
+)
+def test_step_aggregations(how, expected):
+    assert aggregate_steps(VALUES, STEPS, 2, how).tolist() == expected
+
+
+def test_tokenless_step_scores_zero():
+    assert aggregate_steps([1.0], [1], 3, "min").tolist() == [0.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [("sum", 6.0), ("mean", 0.6), ("min", -3.0), ("last", 0.0), ("bottom10", -3.0)],
+)
+def test_trajectory_aggregations(how, expected):
+    s = [1.0, 2.0, -3.0, 4.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert aggregate_trajectory(s, how) == pytest.approx(expected)
+
+
+def test_bottom10_of_many_steps_averages_the_lowest_tenth():
+    s = np.arange(20.0)
+    assert aggregate_trajectory(s, "bottom10") == pytest.approx(0.5)
+
+
+def test_unknown_aggregation_is_named():
+    with pytest.raises(ProgressAdvantageError, match="median"):
+        aggregate_steps(VALUES, STEPS, 2, "median")
+    with pytest.raises(ProgressAdvantageError, match="median"):
+        aggregate_trajectory(VALUES, "median")
+
+
+def test_rank_statistics_match_their_definitions():
+    assert rankdata([3, 1, 3, 2]).tolist() == [3.5, 1.0, 3.5, 2.0]
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert auroc([0.9, 0.8, 0.1, 0.2], [1, 1, 0, 0]) == 1.0
+    assert auroc([0.5, 0.5], [1, 0]) == 0.5
+    assert auroc([0.3, 0.1, 0.2], [1, 1, 1]) == 0.5
+    rng = np.random.default_rng(0)
+    s, y = rng.normal(size=200), rng.random(200) < 0.5
+    pairs = (s[y][:, None] > s[~y][None, :]).mean()
+    assert auroc(s, y) == pytest.approx(pairs)
+
+
+def test_selection_and_attribution():
+    assert best_of_n([0.1, np.nan, 0.7, 0.7]) == 2
+    assert majority_vote(["3", None, "5", "5", "3", "5"]) == 2
+    assert majority_vote([None, None]) == 0
+    assert group_indices(["a", "b", "a"]) == [[0, 2], [1]]
+    assert attribute_failure([0.5, -1.0, -1.0, 2.0]) == 1
+    assert attribution_accuracy([[0.0, -1.0], [1.0, 0.0]], [1, 0]) == (1, 2)
+    assert chance_accuracy([2, 4]) == pytest.approx(0.375)
