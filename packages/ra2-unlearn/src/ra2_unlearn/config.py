@@ -1,0 +1,121 @@
+"""One frozen config for every unlearning method in the harness (trl style: one dataclass).
+
+The defaults are the papers' (RMU: the WMDP code; NPO/SimNPO: open-unlearning). Where the RA^2
+abstract is silent the default is the most plausible reading, argued in the README ("Choices").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ra2_unlearn.errors import UnlearnError
+
+__all__ = ["LATENT_METHODS", "METHODS", "UnlearnConfig"]
+
+#: Every method the harness runs. ``ra2`` is the paper's; the rest are its baselines.
+METHODS: tuple[str, ...] = ("ga", "graddiff", "npo", "simnpo", "rmu", "ra2")
+#: Methods that act on layer-``layer`` hidden states (and by default train only MLP
+#: down-projections of a few layers, as the WMDP RMU code does).
+LATENT_METHODS: tuple[str, ...] = ("rmu", "ra2")
+
+Method = Literal["ga", "graddiff", "npo", "simnpo", "rmu", "ra2"]
+Trainable = Literal["auto", "mlp_down", "all"]
+Target = Literal["knn", "pca"]
+
+
+@dataclass(frozen=True)
+class UnlearnConfig:
+    """What to unlearn with and how (optimiser settings live in ``TrainingArguments``).
+
+    Layers are 0-based decoder-layer indices; ``layer`` is the hooked layer ``l`` whose output
+    hidden state the latent methods steer (RMU: layer 7 of Zephyr's 32).
+    """
+
+    method: Method = "ra2"
+    #: l: the layer whose output the forget loss acts on (RMU and RA^2).
+    layer: int = 7
+    #: Layers whose parameters train; None = ``(l-2, l-1, l)`` clipped at 0, as in the WMDP code.
+    trained_layers: tuple[int, ...] | None = None
+    #: ``auto``: MLP down-projections of ``trained_layers`` for rmu/ra2 (WMDP), the whole model
+    #: for ga/graddiff/npo/simnpo (open-unlearning). ``mlp_down``/``all`` force one choice.
+    trainable: Trainable = "auto"
+    #: Retain weight: GradDiff/NPO/SimNPO's retain NLL, RMU's and RA^2's retain matching.
+    alpha: float = 1.0
+    #: RMU: scale c of the random control vector c*u (WMDP default 20; Zephyr used 6.5).
+    steering_coeff: float = 20.0
+    #: NPO's inverse temperature beta (NPO paper / open-unlearning default 0.1).
+    npo_beta: float = 0.1
+    #: SimNPO's beta and margin delta (open-unlearning defaults 4.5 and 0).
+    simnpo_beta: float = 4.5
+    simnpo_delta: float = 0.0
+    #: RA^2: nearest retain anchors per forget token.
+    k: int = 16
+    #: RA^2: kernel temperature tau; None = per token, the mean of its k squared distances
+    #: (scale-free: the same default works for any hidden size and activation norm).
+    tau: float | None = None
+    #: RA^2 target: ``knn`` kernel-weighted mean of the k nearest anchors (the paper's main
+    #: form); ``pca`` projects h_f onto the top ``pca_rank`` retain principal directions and
+    #: rescales it to the mean retain norm (the variant).
+    target: Target = "knn"
+    #: RA^2: keep a rank-r PCA basis of the anchors and search neighbours in it (None: full
+    #: space). Required for ``target="pca"``.
+    pca_rank: int | None = None
+    #: RA^2: at most this many anchor vectors (a seeded subsample of retain tokens).
+    max_anchors: int = 20000
+    #: RA^2: weight of KL(p_ref || p_theta) on retain logits (0 = off, the abstract's "optional").
+    retain_kl: float = 0.0
+    #: Forget loss positions: ``all`` non-pad tokens of a forget example (RMU's choice), or
+    #: ``answer`` (the labelled tokens and the one position before them).
+    forget_tokens: Literal["all", "answer"] = "all"
+    #: Extra keyword arguments kept in the manifest (free-form notes).
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise UnlearnError(f"method {self.method!r}: not one of {', '.join(METHODS)}")
+        if self.layer < 0:
+            raise UnlearnError(f"layer {self.layer}: must be >= 0")
+        if self.trained_layers is not None:
+            object.__setattr__(self, "trained_layers", tuple(int(i) for i in self.trained_layers))
+            if not self.trained_layers or min(self.trained_layers) < 0:
+                raise UnlearnError(f"trained_layers {self.trained_layers}: need indices >= 0")
+        if self.trainable not in ("auto", "mlp_down", "all"):
+            raise UnlearnError(f"trainable {self.trainable!r}: not one of auto, mlp_down, all")
+        if self.k < 1:
+            raise UnlearnError(f"k {self.k}: need at least one anchor per forget token")
+        if self.tau is not None and self.tau <= 0:
+            raise UnlearnError(f"tau {self.tau}: must be > 0 (or None for the adaptive default)")
+        if self.target not in ("knn", "pca"):
+            raise UnlearnError(f"target {self.target!r}: not one of knn, pca")
+        if self.target == "pca" and self.pca_rank is None:
+            raise UnlearnError("target 'pca' needs pca_rank (the retain subspace's rank)")
+        if self.pca_rank is not None and self.pca_rank < 1:
+            raise UnlearnError(f"pca_rank {self.pca_rank}: must be >= 1")
+        if self.max_anchors < 1:
+            raise UnlearnError(f"max_anchors {self.max_anchors}: must be >= 1")
+        for name in ("alpha", "steering_coeff", "npo_beta", "simnpo_beta", "retain_kl"):
+            if getattr(self, name) < 0 or (name.endswith("beta") and getattr(self, name) == 0):
+                raise UnlearnError(f"{name} {getattr(self, name)}: out of range")
+        if self.forget_tokens not in ("all", "answer"):
+            raise UnlearnError(f"forget_tokens {self.forget_tokens!r}: not one of all, answer")
+
+    @property
+    def latent(self) -> bool:
+        """Whether the method steers layer-``l`` hidden states (RMU, RA^2)."""
+        return self.method in LATENT_METHODS
+
+    def resolved_trained_layers(self) -> tuple[int, ...]:
+        """``trained_layers``, or the WMDP default ``(l-2, l-1, l)`` clipped at 0."""
+        if self.trained_layers is not None:
+            return self.trained_layers
+        return tuple(range(max(0, self.layer - 2), self.layer + 1))
+
+    def resolved_trainable(self) -> Literal["mlp_down", "all"]:
+        """The parameter set that trains once ``auto`` is resolved for this method."""
+        if self.trainable != "auto":
+            return self.trainable
+        return "mlp_down" if self.latent else "all"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,246 @@
+"""Forget/retain data: chat encoding, the paired dataset the trainer reads, the fact-world
+splits of the demo, and optional WMDP/MUSE-style multiple-choice JSONL loaders.
+
+The fact world (:class:`paperstack.tasks.FactWorld`) gives every entity six attributes in
+three domains. :func:`fact_splits` picks *forget entities* and a *forget domain*:
+
+- ``forget``: the forget domain's facts about the forget entities (what must go);
+- ``adjacent``: the other domains' facts about the same entities (benign questions that
+  need the entity but not the forgotten attribute: the paper's forget-adjacent utility);
+- ``retain``: every fact about the remaining entities, split by entity into ``retain``
+  (seen by the retain loss and the anchor bank) and ``retain_eval`` (never seen during
+  unlearning: the retain accuracy the demo reports).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from paperstack.tasks import DOMAINS, Example, FactWorld
+from paperstack.tasks.facts import TRAIN_TEMPLATES
+from ra2_unlearn.errors import UnlearnError
+
+__all__ = [
+    "Encoded",
+    "FactSplits",
+    "ForgetRetainCollator",
+    "ForgetRetainDataset",
+    "check_vocabulary_overlap",
+    "encode",
+    "fact_splits",
+    "load_mc_jsonl",
+]
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One tokenized example: ids, labels (-100 on the prompt) and the prompt length."""
+
+    input_ids: list[int]
+    labels: list[int]
+    prompt_len: int
+
+
+def _chat_prompt(tokenizer: Any, prompt: str) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+        )
+        return str(text)
+    return prompt
+
+
+def encode(tokenizer: Any, examples: Sequence[Example], max_length: int = 256) -> list[Encoded]:
+    """Chat-format ``examples`` (prompt as the user turn, answer + EOS as the reply).
+
+    Labels cover the answer and EOS only: the NLL-based baselines (GA, NPO, SimNPO) act on
+    what the model says, the latent methods read every token's state.
+    """
+    out = []
+    eos = tokenizer.eos_token or ""
+    for ex in examples:
+        prompt = _chat_prompt(tokenizer, ex.prompt)
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        a_ids = tokenizer(ex.answer + eos, add_special_tokens=False)["input_ids"]
+        ids = (list(p_ids) + list(a_ids))[:max_length]
+        labels = ([-100] * len(p_ids) + list(a_ids))[:max_length]
+        out.append(Encoded(ids, labels, min(len(p_ids), max_length)))
+    return out
+
+
+def check_vocabulary_overlap(tokenizer: Any, examples: Sequence[Example], name: str) -> None:
+    """Refuse a set whose text maps (almost) entirely to the unknown token: nothing to unlearn."""
+    unk = tokenizer.unk_token_id
+    if unk is None or not examples:
+        return
+    texts = [e.prompt + " " + e.answer for e in examples[:200]]
+    ids = [i for row in tokenizer(texts, add_special_tokens=False)["input_ids"] for i in row]
+    known = sum(1 for i in ids if i != unk)
+    if not ids or known / len(ids) < 0.5:
+        raise UnlearnError(
+            f"{name} set: {known}/{len(ids)} tokens are in the model's vocabulary "
+            "(the text shares almost nothing with the tokenizer)"
+        )
+
+
+class ForgetRetainDataset(Dataset[dict[str, Encoded]]):
+    """Pairs of (forget, retain) examples; item ``i`` is ``forget[i % F], retain[i % R]``, so
+    an epoch covers both sets whichever is larger (the Trainer shuffles the indices)."""
+
+    def __init__(self, forget: Sequence[Encoded], retain: Sequence[Encoded]) -> None:
+        if not forget:
+            raise UnlearnError("forget set is empty: nothing to unlearn")
+        if not retain:
+            raise UnlearnError("retain set is empty: every method here needs retain examples")
+        self.forget = list(forget)
+        self.retain = list(retain)
+
+    def __len__(self) -> int:
+        return max(len(self.forget), len(self.retain))
+
+    def __getitem__(self, i: int) -> dict[str, Encoded]:
+        return {
+            "forget": self.forget[i % len(self.forget)],
+            "retain": self.retain[i % len(self.retain)],
+        }
+
+
+def pad_batch(items: Sequence[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad to the longest: ``input_ids``, ``attention_mask``, ``labels``, ``prompt_len``."""
+    width = max(len(e.input_ids) for e in items)
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(items), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(items), width), dtype=torch.long)
+    for i, e in enumerate(items):
+        n = len(e.input_ids)
+        ids[i, :n] = torch.tensor(e.input_ids)
+        labels[i, :n] = torch.tensor(e.labels)
+        mask[i, :n] = 1
+    plen = torch.tensor([e.prompt_len for e in items])
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels, "prompt_len": plen}
+
+
+@dataclass
+class ForgetRetainCollator:
+    """Collate dataset items into ``forget_*`` and ``retain_*`` tensors for the trainer."""
+
+    pad_token_id: int
+
+    def __call__(self, items: Sequence[dict[str, Encoded]]) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        for side in ("forget", "retain"):
+            for key, value in pad_batch([it[side] for it in items], self.pad_token_id).items():
+                out[f"{side}_{key}"] = value
+        return out
+
+
+@dataclass(frozen=True)
+class FactSplits:
+    """The demo's data: training sets and evaluation questions (all QA form)."""
+
+    world: FactWorld
+    forget_domain: str
+    forget_entities: tuple[str, ...]
+    forget: list[Example]
+    adjacent: list[Example]
+    retain: list[Example]
+    retain_eval: list[Example]
+
+    @property
+    def chance(self) -> float:
+        """Chance accuracy of a QA answer of the right type (1 / values per attribute)."""
+        sizes = [len(v) for v in DOMAINS[self.forget_domain].values()]
+        return float(sum(1 / s for s in sizes) / len(sizes))
+
+
+def _questions(world: FactWorld, entities: Sequence[str], domains: Sequence[str]) -> list[Example]:
+    """Every fact of ``entities`` in ``domains`` under every training phrasing."""
+    chosen = set(entities)
+    return [
+        world.question(f, template)
+        for f in world.facts(domains)
+        if f.entity in chosen
+        for template in TRAIN_TEMPLATES
+    ]
+
+
+def fact_splits(
+    world: FactWorld,
+    forget_domain: str = "science",
+    n_forget: int = 12,
+    n_retain_train: int | None = None,
+    split_seed: int = 0,
+) -> FactSplits:
+    """Split ``world`` by entity into forget / retain-train / retain-eval (see module doc).
+
+    Entities are assigned by a seeded shuffle independent of the world; the remaining
+    entities after the forget ones are halved between retain-train and retain-eval unless
+    ``n_retain_train`` says otherwise.
+    """
+    if forget_domain not in DOMAINS:
+        raise UnlearnError(f"forget_domain {forget_domain!r}: not one of {', '.join(DOMAINS)}")
+    entities = list(world.entities)
+    if not 1 <= n_forget < len(entities) - 1:
+        raise UnlearnError(f"n_forget {n_forget}: need 1..{len(entities) - 2} of the entities")
+    random.Random(f"ra2-splits-{split_seed}").shuffle(entities)
+    rest = entities[n_forget:]
+    n_rt = len(rest) // 2 if n_retain_train is None else n_retain_train
+    if not 1 <= n_rt < len(rest):
+        raise UnlearnError(f"n_retain_train {n_rt}: need 1..{len(rest) - 1}")
+    forget_e = entities[:n_forget]
+    others = [d for d in DOMAINS if d != forget_domain]
+    return FactSplits(
+        world=world,
+        forget_domain=forget_domain,
+        forget_entities=tuple(forget_e),
+        forget=_questions(world, forget_e, [forget_domain]),
+        adjacent=_questions(world, forget_e, others),
+        retain=_questions(world, rest[:n_rt], list(DOMAINS)),
+        retain_eval=_questions(world, rest[n_rt:], list(DOMAINS)),
+    )
+
+
+def load_mc_jsonl(path: str | os.PathLike[str], task: str = "mc") -> list[Example]:
+    """WMDP / MUSE-style multiple-choice JSONL (optional, for users who have the data).
+
+    One object per line with ``question``, ``choices`` (list of strings) and ``answer`` (the
+    index of the right choice, or its letter). Becomes a prompt with lettered options and the
+    letter as the answer, the form :func:`encode` and the MC evaluation read.
+    """
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UnlearnError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            question, choices, answer = obj["question"], list(obj["choices"]), obj["answer"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UnlearnError(
+                f"{p}:{n}: not a question/choices/answer object ({type(exc).__name__}: {exc})"
+            ) from None
+        letters = string.ascii_uppercase[: len(choices)]
+        if isinstance(answer, str) and answer.upper() in letters and len(answer) == 1:
+            answer = letters.index(answer.upper())
+        if not isinstance(answer, int) or not 0 <= answer < len(choices) or len(choices) < 2:
+            raise UnlearnError(f"{p}:{n}: field 'answer' {answer!r} does not index 'choices'")
+        options = " ".join(f"{letters[i]}) {c}" for i, c in enumerate(choices))
+        meta = {"choices": choices, "letter": letters[answer], "source": str(p)}
+        out.append(Example(task, f"{question} {options}", letters[answer], meta))
+    if not out:
+        raise UnlearnError(f"{p}: no questions (empty file)")
+    return out

@@ -1,0 +1,392 @@
+"""``UnlearnTrainer``: one ``transformers.Trainer`` subclass running RA^2 and every baseline.
+
+Each batch carries a forget half and a retain half (``forget_input_ids``, ``retain_labels``...,
+from :class:`ra2_unlearn.data.ForgetRetainCollator`); :meth:`UnlearnTrainer.compute_loss`
+gathers what the configured method needs (logits, or layer hidden states through forward
+hooks, from the model and from a frozen reference copy) and calls the pure loss functions in
+:mod:`ra2_unlearn.losses`. Everything else (optimiser, clipping, accelerate/DDP, logging) is
+the Trainer's, so the same code runs on a laptop CPU or several GPUs, and every method gets
+the same steps, batch and optimiser (the "same harness and budget").
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+from paperstack.tasks import Example
+from ra2_unlearn import losses
+from ra2_unlearn.anchors import AnchorBank
+from ra2_unlearn.config import UnlearnConfig
+from ra2_unlearn.data import (
+    ForgetRetainCollator,
+    ForgetRetainDataset,
+    check_vocabulary_overlap,
+    encode,
+    pad_batch,
+)
+from ra2_unlearn.errors import UnlearnError
+from ra2_unlearn.modules import capture_layers, check_layer, decoder_layers, select_trainable
+
+__all__ = [
+    "UnlearnResult",
+    "UnlearnTrainer",
+    "build_anchor_bank",
+    "load_model",
+    "training_arguments",
+    "unlearn",
+]
+
+
+def _side(inputs: dict[str, torch.Tensor], side: str) -> dict[str, torch.Tensor]:
+    return {k[len(side) + 1 :]: v for k, v in inputs.items() if k.startswith(side + "_")}
+
+
+class UnlearnTrainer(Trainer):
+    """A Trainer whose loss is an unlearning objective over paired forget/retain batches.
+
+    ``ref_model`` is the frozen copy theta_0 (NPO's reference, RMU's and RA^2's retain
+    targets, RA^2's forget anchors); ``anchors`` is RA^2's :class:`AnchorBank`. Only the
+    parameters the config selects train (RMU/RA^2: MLP down-projections of
+    ``trained_layers``), so the Trainer's optimiser sees only those.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel | nn.Module,
+        ref_model: PreTrainedModel | nn.Module,
+        config: UnlearnConfig,
+        args: TrainingArguments,
+        train_dataset: ForgetRetainDataset,
+        data_collator: ForgetRetainCollator,
+        anchors: AnchorBank | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.config = config
+        n_layers = len(decoder_layers(model))
+        check_layer(model, config.layer)
+        for i in config.resolved_trained_layers():
+            check_layer(model, i, "trained_layers")
+        select_trainable(model, config.resolved_trainable(), config.resolved_trained_layers())
+        if config.method == "ra2" and anchors is None:
+            raise UnlearnError("method 'ra2' needs an anchor bank (see build_anchor_bank)")
+        if anchors is not None and anchors.layer != config.layer:
+            raise UnlearnError(
+                f"anchor bank is for layer {anchors.layer}, config.layer is {config.layer}"
+            )
+        super().__init__(
+            model=model,
+            args=args,
+            train_dataset=train_dataset,
+            data_collator=data_collator,
+            **kwargs,
+        )
+        self.loss_is_scaled_for_ga = False  # our loss is a per-batch mean
+        ref: Any = ref_model
+        self.ref_model: nn.Module = ref.to(self.args.device).eval()
+        for p in self.ref_model.parameters():
+            p.requires_grad_(False)
+        self.anchors = anchors.to(self.args.device) if anchors is not None else None
+        self.retain_layers = list(range(config.layer, n_layers))
+        self.control_vector: torch.Tensor | None = None
+        if config.method == "rmu":
+            # WMDP: u ~ U[0,1)^d normalised, scaled by the steering coefficient; fixed per run.
+            d = int(getattr(getattr(model, "config", None), "hidden_size", 0)) or self._width()
+            g = torch.Generator().manual_seed(int(args.seed))
+            u = torch.rand(d, generator=g)
+            self.control_vector = (config.steering_coeff * u / u.norm()).to(self.args.device)
+        self.loss_parts: list[dict[str, float]] = []
+
+    def _width(self) -> int:
+        with torch.no_grad(), capture_layers(self.ref_model, [self.config.layer]) as store:
+            self.ref_model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=self.args.device))
+        return int(store[self.config.layer].shape[-1])
+
+    def _forget_mask(self, side: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = side["attention_mask"].bool()
+        if self.config.forget_tokens == "answer":
+            pos = torch.arange(mask.shape[1], device=mask.device)[None, :]
+            mask = mask & (pos >= (side["prompt_len"][:, None] - 1))
+        return mask
+
+    def compute_loss(  # type: ignore[override]
+        self,
+        model: nn.Module,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool = False,
+        num_items_in_batch: Any = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
+        """The configured method's loss on one forget+retain batch (see :mod:`.losses`)."""
+        f, r = _side(inputs, "forget"), _side(inputs, "retain")
+        method = self.config.method
+        parts: dict[str, float]
+        if method in ("ga", "graddiff", "npo", "simnpo"):
+            loss, parts = self._likelihood_loss(model, f, r)
+        elif method == "rmu":
+            loss, parts = self._rmu_loss(model, f, r)
+        else:
+            loss, parts = self._ra2_loss(model, f, r)
+        self.loss_parts.append({"loss": float(loss.detach()), **parts})
+        return (loss, None) if return_outputs else loss
+
+    def _nll(self, model: nn.Module, side: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        logits = model(input_ids=side["input_ids"], attention_mask=side["attention_mask"]).logits
+        return losses.sequence_nll(logits, side["labels"])
+
+    def _likelihood_loss(
+        self, model: nn.Module, f: dict[str, torch.Tensor], r: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        nll_f, n_f = self._nll(model, f)
+        if cfg.method == "ga":
+            loss = losses.ga_loss(nll_f, n_f)
+            return loss, {"forget_nll": float((nll_f.sum() / n_f.sum()).detach())}
+        nll_r, n_r = self._nll(model, r)
+        retain = nll_r.sum() / n_r.sum().clamp_min(1)
+        if cfg.method == "graddiff":
+            loss = losses.graddiff_loss(nll_f, n_f, nll_r, n_r, cfg.alpha)
+        elif cfg.method == "npo":
+            with torch.no_grad():
+                ref_nll, _ = self._nll(self.ref_model, f)
+            loss = losses.npo_loss(nll_f, ref_nll, cfg.npo_beta) + cfg.alpha * retain
+        else:
+            loss = losses.simnpo_loss(nll_f, n_f, cfg.simnpo_beta, cfg.simnpo_delta)
+            loss = loss + cfg.alpha * retain
+        return loss, {
+            "forget_nll": float((nll_f.sum() / n_f.sum()).detach()),
+            "retain_nll": float(retain.detach()),
+        }
+
+    def _hidden(
+        self, model: nn.Module, side: dict[str, torch.Tensor], layers: Sequence[int]
+    ) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
+        with capture_layers(model, layers) as store:
+            out = model(input_ids=side["input_ids"], attention_mask=side["attention_mask"])
+        return dict(store), out.logits
+
+    def _rmu_loss(
+        self, model: nn.Module, f: dict[str, torch.Tensor], r: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        ell = self.config.layer
+        assert self.control_vector is not None
+        hf, _ = self._hidden(model, f, [ell])
+        hr, _ = self._hidden(model, r, [ell])
+        with torch.no_grad():
+            hr0, _ = self._hidden(self.ref_model, r, [ell])
+        fmask, rmask = self._forget_mask(f), r["attention_mask"].bool()
+        loss = losses.rmu_loss(
+            hf[ell], fmask, self.control_vector, hr[ell], hr0[ell], rmask, self.config.alpha
+        )
+        with torch.no_grad():
+            target = self.control_vector.expand_as(hf[ell])
+            forget = float(losses.masked_mse(hf[ell], target, fmask))
+        return loss, {
+            "forget": forget,
+            "retain": (float(loss.detach()) - forget) / max(self.config.alpha, 1e-12),
+        }
+
+    def _ra2_loss(
+        self, model: nn.Module, f: dict[str, torch.Tensor], r: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg, ell = self.config, self.config.layer
+        assert self.anchors is not None
+        fmask, rmask = self._forget_mask(f), r["attention_mask"].bool()
+        hf, _ = self._hidden(model, f, [ell])
+        hr, logits_r = self._hidden(model, r, self.retain_layers)
+        with torch.no_grad():
+            hf0, _ = self._hidden(self.ref_model, f, [ell])
+            hr0, logits_r0 = self._hidden(self.ref_model, r, self.retain_layers)
+            targets = torch.zeros_like(hf0[ell])
+            targets[fmask] = self.anchors.targets(hf0[ell][fmask], cfg.k, cfg.tau, cfg.target)
+        forget = losses.ra2_forget_loss(hf[ell], targets, fmask)
+        retain = losses.ra2_retain_loss(
+            [hr[i] for i in self.retain_layers],
+            [hr0[i] for i in self.retain_layers],
+            rmask,
+            logits_r,
+            logits_r0,
+            cfg.retain_kl,
+        )
+        loss = forget + cfg.alpha * retain
+        return loss, {"forget": float(forget.detach()), "retain": float(retain.detach())}
+
+
+def build_anchor_bank(
+    ref_model: nn.Module,
+    tokenizer: Any,
+    retain: Sequence[Example],
+    config: UnlearnConfig,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> AnchorBank:
+    """RA^2's anchor bank from the frozen model's layer-``config.layer`` states on ``retain``."""
+    if not retain:
+        raise UnlearnError("retain set is empty: RA^2 needs retain tokens for its anchors")
+    check_layer(ref_model, config.layer)
+    enc = encode(tokenizer, retain)
+    device = next(ref_model.parameters()).device
+    batches = []
+    for s in range(0, len(enc), batch_size):
+        b = pad_batch(enc[s : s + batch_size], int(tokenizer.pad_token_id or 0))
+        batches.append((b["input_ids"].to(device), b["attention_mask"].to(device)))
+    return AnchorBank.build(
+        ref_model, batches, config.layer, config.max_anchors, config.pca_rank, seed
+    )
+
+
+@dataclass
+class UnlearnResult:
+    """What :func:`unlearn` returns: the updated model and the per-step loss parts."""
+
+    model: nn.Module
+    log: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class _Progress(TrainerCallback):
+    def __init__(self, bar: Any, job: Any) -> None:
+        self.bar, self.job = bar, job
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.bar.update(self.job, completed=state.global_step)
+
+
+def training_arguments(
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    device: str = "cpu",
+    output_dir: str | None = None,
+) -> TrainingArguments:
+    """The harness's optimiser settings, shared by every method: AdamW at a constant ``lr``
+    (the WMDP RMU recipe has no schedule), no weight decay, gradients clipped at 1, no
+    checkpoints or logging integrations (the demo records its own rows)."""
+    import tempfile
+
+    return TrainingArguments(
+        output_dir=output_dir or tempfile.mkdtemp(prefix="ra2-"),
+        max_steps=steps,
+        per_device_train_batch_size=batch_size,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        seed=seed,
+        data_seed=seed,
+        logging_strategy="no",
+        save_strategy="no",
+        report_to=[],
+        remove_unused_columns=False,
+        disable_tqdm=True,
+        use_cpu=device == "cpu",
+        dataloader_num_workers=0,
+    )
+
+
+def unlearn(
+    model: PreTrainedModel,
+    tokenizer: Any,
+    forget: Sequence[Example],
+    retain: Sequence[Example],
+    config: UnlearnConfig,
+    steps: int = 100,
+    lr: float = 5e-5,
+    batch_size: int = 4,
+    seed: int = 0,
+    ref_model: nn.Module | None = None,
+    lora_r: int | None = None,
+    device: str = "cpu",
+    output_dir: str | None = None,
+    progress: bool = False,
+) -> UnlearnResult:
+    """Unlearn ``forget`` from ``model`` (in place) while keeping ``retain``, with ``config``.
+
+    The defaults are the WMDP RMU recipe's optimiser settings (AdamW, constant lr 5e-5,
+    batch 4). ``ref_model`` defaults to a deep copy taken before training; ``lora_r`` wraps
+    the model in a peft LoRA adapter of that rank on the trained modules.
+    """
+    import time
+
+    if steps < 1:
+        raise UnlearnError(f"steps {steps}: must be >= 1")
+    check_vocabulary_overlap(tokenizer, forget, "forget")
+    check_vocabulary_overlap(tokenizer, retain, "retain")
+    dataset = ForgetRetainDataset(encode(tokenizer, forget), encode(tokenizer, retain))
+    check_layer(model, config.layer)
+    ref = ref_model if ref_model is not None else copy.deepcopy(model)
+    anchors = (
+        build_anchor_bank(ref, tokenizer, retain, config, seed=seed)
+        if (config.method == "ra2")
+        else None
+    )
+    if lora_r is not None:
+        model = _with_lora(model, config, lora_r)
+    args = training_arguments(steps, lr, batch_size, seed, device, output_dir)
+    trainer = UnlearnTrainer(
+        model,
+        ref,
+        config,
+        args,
+        dataset,
+        ForgetRetainCollator(int(tokenizer.pad_token_id or 0)),
+        anchors=anchors,
+    )
+    trainer.remove_callback(PrinterCallback)  # the demo prints its own lines
+    trainer.remove_callback(ProgressCallback)
+    start = time.perf_counter()
+    if progress:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            job = bar.add_task(f"unlearning ({config.method})", total=steps)
+            trainer.add_callback(_Progress(bar, job))
+            trainer.train()
+    else:
+        trainer.train()
+    trained: Any = trainer.model
+    if lora_r is not None:
+        trained = trained.merge_and_unload()
+    trained.eval()
+    return UnlearnResult(trained, trainer.loss_parts, time.perf_counter() - start)
+
+
+def _with_lora(model: PreTrainedModel, config: UnlearnConfig, r: int) -> Any:
+    """Wrap ``model`` in a LoRA adapter on the modules the config would train."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise UnlearnError("lora_r needs peft: pip install 'ra2-unlearn[peft]'") from None
+    layers = config.resolved_trained_layers()
+    if config.resolved_trainable() == "mlp_down":
+        targets = [f"layers.{i}.mlp.down_proj" for i in layers]
+    else:
+        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    lora = LoraConfig(r=r, lora_alpha=2 * r, target_modules=targets, lora_dropout=0.0)
+    return get_peft_model(model, lora)
+
+
+def load_model(name_or_path: str, device: str = "cpu") -> tuple[PreTrainedModel, Any]:
+    """A causal LM and its tokenizer by hub id or local path (``from_pretrained``), with a
+    one-line error when it cannot be loaded or lacks decoder layers."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(name_or_path)
+        loaded: Any = AutoModelForCausalLM.from_pretrained(name_or_path)
+        model = loaded.to(device)
+    except (OSError, ValueError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise UnlearnError(f"--model {name_or_path}: cannot load ({first})") from None
+    decoder_layers(model)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return model, tok

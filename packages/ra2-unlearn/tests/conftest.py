@@ -1,0 +1,31 @@
+"""Shared fixtures: one thread (the CI machine has two cores), a micro model and a small world."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def micro():
+    """A randomly initialised micro Llama and the character tokenizer (built from configs)."""
+    import transformers
+
+    from paperstack import tiny
+
+    transformers.logging.set_verbosity_error()
+    tok = tiny.build_tokenizer()
+    model = tiny.build_model("micro", tok, seed=0)
+    model.eval()
+    return model, tok
+
+
+@pytest.fixture(scope="session")
+def splits():
+    from ra2_unlearn.data import fact_splits
+
+    from paperstack.tasks import FactWorld
+
+    return fact_splits(FactWorld(n_entities=8), n_forget=2)

@@ -1,0 +1,118 @@
+"""The command line: help, the demo pipeline end to end on a micro setting, bench."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from ra2_unlearn import __version__
+from ra2_unlearn.cli import main
+
+from paperstack.records import Claim, ResultsFormatError, load_results
+
+CLAIMS = {"ra2_forgets", "ra2_adjacent_beats_rmu", "ra2_adjacent_beats_ga", "retain_matched"}
+
+
+@pytest.fixture
+def micro_demo(monkeypatch):
+    """The --quick pipeline shrunk to seconds: micro model, 6 entities, 2 steps."""
+    from ra2_unlearn import demo
+
+    small = replace(
+        demo.QUICK,
+        preset="micro",
+        pretrain_steps=3,
+        n_entities=6,
+        n_forget=2,
+        steps=2,
+        batch_size=4,
+        relearn_steps=1,
+        layer=1,
+        methods=("ga", "rmu", "ra2"),
+    )
+    monkeypatch.setattr(demo, "QUICK", small)
+    return small
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out
+    assert "bench" in out
+    assert "unlearn" in out
+
+
+def test_console_script_help_is_installed():
+    script = shutil.which("ra2", path=str(Path(sys.executable).parent))
+    assert script is not None, "the ra2 console script is not installed"
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo" in proc.stdout
+
+
+def test_demo_writes_rows_and_the_four_claims_from_rows(tmp_path, micro_demo):
+    assert main(["demo", "--quick", "--no-progress", "--out", str(tmp_path)]) == 0
+    results = load_results(tmp_path / "results.json")  # validates and recomputes every claim
+    assert results.manifest.package == "ra2-unlearn"
+    assert results.manifest.version == __version__
+    assert {c.id for c in results.claims} == CLAIMS
+    for claim in results.claims:
+        again = Claim.compare(
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
+        )
+        assert again.held == claim.held
+    systems = {r.system for r in results.rows}
+    assert systems == {"original", "ga", "rmu", "ra2"}
+    metrics = {r.metric for r in results.rows if r.system == "ra2"}
+    assert {
+        "forget_acc",
+        "adjacent_acc",
+        "retain_acc",
+        "forget_validity",
+        "probe_acc",
+        "ablation_forget_acc",
+        "relearn_forget_acc",
+    } <= metrics
+    assert all(r.ci95 is not None and r.n for r in results.rows)
+    assert (tmp_path / "report.md").read_text().startswith("# ra2-unlearn")
+
+    # The crash-safe runs log rebuilds the same rows and claims (ra2 report).
+    assert main(["report", str(tmp_path / "runs.jsonl"), "--out", str(tmp_path / "rep")]) == 0
+    rebuilt = load_results(tmp_path / "rep" / "results.json")
+    assert [(r.system, r.metric, r.value) for r in rebuilt.rows] == [
+        (r.system, r.metric, r.value) for r in results.rows
+    ]
+    assert [c.held for c in rebuilt.claims] == [c.held for c in results.claims]
+
+    data = json.loads((tmp_path / "results.json").read_text())
+    for row in data["rows"]:  # tamper: the stored claim must no longer follow from the rows
+        if row["system"] == "ra2" and row["metric"] == "forget_acc":
+            row["value"] = 0.9
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match="ra2_forgets"):
+        load_results(tmp_path / "results.json")
+
+
+def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--quick", "--out", str(blocker / "sub")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("ra2: error: --out")
+
+
+@pytest.mark.slow
+def test_bench_writes_ratios(tmp_path):
+    assert main(["bench", "--out", str(tmp_path), "--steps", "3", "--preset", "micro"]) == 0
+    results = load_results(tmp_path / "bench.json")
+    assert results.row("ra2/rmu", "time_ratio").value > 0

@@ -1,0 +1,64 @@
+"""The demo's splits mean what the paper means, and the robustness probes do what they say."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from ra2_unlearn.data import encode
+from ra2_unlearn.modules import ablate_direction, capture_layers
+from ra2_unlearn.probes import linear_probe_accuracy, relearn, relearn_split
+
+
+def test_adjacent_questions_ask_forget_entities_without_the_forgotten_domain(splits):
+    forget_e = {e.meta["entity"] for e in splits.forget}
+    assert forget_e == set(splits.forget_entities)
+    assert {e.meta["entity"] for e in splits.adjacent} == forget_e
+    assert all(e.meta["domain"] == splits.forget_domain for e in splits.forget)
+    assert all(e.meta["domain"] != splits.forget_domain for e in splits.adjacent)
+    retain_e = {e.meta["entity"] for e in splits.retain}
+    eval_e = {e.meta["entity"] for e in splits.retain_eval}
+    assert not (retain_e & forget_e)
+    assert not (eval_e & forget_e)
+    assert not (retain_e & eval_e)
+    assert splits.chance == 0.1
+
+
+def test_labels_cover_only_the_answer_and_eos(micro, splits):
+    _, tok = micro
+    enc = encode(tok, splits.forget[:1])[0]
+    answer = [t for t, lab in zip(enc.input_ids, enc.labels, strict=True) if lab != -100]
+    assert tok.decode(answer) == splits.forget[0].answer + tok.eos_token
+
+
+def test_ablation_removes_the_direction_from_the_layer_output(micro):
+    model, _ = micro
+    x = torch.randint(10, 60, (2, 7))
+    d = torch.randn(model.config.hidden_size)
+    with ablate_direction(model, 0, d), capture_layers(model, [0]) as store:
+        model(input_ids=x)
+    along = store[0] @ (d / d.norm())
+    assert along.abs().max() < 1e-4
+
+
+def test_relearn_split_holds_out_whole_facts(splits):
+    slice_, rest = relearn_split(splits.forget, 0.25, seed=0)
+    facts = lambda xs: {(e.meta["entity"], e.meta["attribute"]) for e in xs}  # noqa: E731
+    assert slice_
+    assert rest
+    assert not (facts(slice_) & facts(rest))
+
+
+def test_relearn_leaves_the_input_model_untouched(micro, splits):
+    model, tok = micro
+    before = copy.deepcopy(model.state_dict())
+    attacked = relearn(model, tok, splits.forget[:2], steps=2, batch_size=2)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert any(not torch.equal(before[k], v) for k, v in attacked.state_dict().items())
+
+
+def test_linear_probe_reports_its_held_out_size(micro, splits):
+    model, tok = micro
+    acc, n = linear_probe_accuracy(model, tok, splits.forget, layer=1, steps=5)
+    assert 0.0 <= acc <= 1.0
+    assert n == len(splits.forget) // 3
