@@ -1,0 +1,76 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from debate_ledger.cli import main
+from debate_ledger.rebuild import FILES, rebuild, tree_digest
+
+
+def test_rebuild_is_byte_identical(small_ledger, tmp_path):
+    rebuild(small_ledger, tmp_path / "a")
+    rebuild(small_ledger, tmp_path / "b")
+    a, b = tree_digest(tmp_path / "a"), tree_digest(tmp_path / "b")
+    assert set(a) == set(FILES)
+    assert a == b
+
+
+def test_cost_card_uses_the_price_table(small_ledger, tmp_path):
+    prices = tmp_path / "prices.json"
+    table = {f"scripted/{f}": {"input_per_mtok": 1.0, "output_per_mtok": 2.0} for f in "abc"}
+    prices.write_text(json.dumps(table))
+    summary = rebuild(small_ledger, tmp_path / "out", prices=prices)
+    cc = summary["cost_card"]["a"]
+    assert cc["dollars"] == pytest.approx(cc["tokens_in"] / 1e6 + 2 * cc["tokens_out"] / 1e6)
+
+
+def test_cli_rebuild_validate_and_exact_p(small_ledger, tmp_path, capsys):
+    assert main(["validate", str(small_ledger)]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["rebuild", str(small_ledger), "--out", str(tmp_path / "t")]) == 0
+    assert (tmp_path / "t" / "transitions.md").is_file()
+    assert (
+        main(
+            [
+                "exact-p",
+                "1",
+                "2",
+                "3",
+                "4",
+                "5",
+                "6",
+                "7",
+                "--vs",
+                "2",
+                "1",
+                "4",
+                "3",
+                "5",
+                "7",
+                "6",
+            ]
+        )
+        == 0
+    )
+    assert "p = 0.012302" in capsys.readouterr().out
+
+
+def test_cli_bad_ledger_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema": "debate-ledger/9"}\n')
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(bad)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "bad.jsonl:1: schema 'debate-ledger/9'" in err
+
+
+def test_console_script_help_is_installed():
+    script = shutil.which("debate-ledger", path=str(Path(sys.executable).parent))
+    assert script is not None
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert "rebuild" in proc.stdout
