@@ -76,3 +76,38 @@ def test_mps_output_holds_the_same_model(tmp_path):
     x = np.zeros(lp.n)
     assert mps.is_feasible(x)
     assert sorted(mps.c.tolist()) == sorted(lp.c.tolist())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_highs_matrix_extraction_matches_scip(smoke_dir, family, monkeypatch):
+    import pall_lns.instance as mod
+
+    path = smoke_dir / f"{family}-smoke-s7.lp"
+    monkeypatch.setattr(mod, "HIGHS_FROM", 0)
+    fast = read_instance(path)
+    monkeypatch.setattr(mod, "_matrix_highs", lambda *a, **k: None)
+    slow = read_instance(path)
+
+    def rows(inst):
+        out = []
+        for r in range(inst.m):
+            sl = slice(inst.indptr[r], inst.indptr[r + 1])
+            terms = sorted(zip(inst.indices[sl].tolist(), inst.data[sl].tolist(), strict=True))
+            out.append((tuple(terms), inst.row_lo[r], inst.row_hi[r]))
+        return sorted(out)
+
+    assert rows(fast) == rows(slow)
+    assert np.array_equal(fast.c, slow.c)
+
+
+def test_recheck_agrees_with_the_full_check(smoke_dir):
+    inst = read_instance(smoke_dir / "setcover-smoke-s7.lp")
+    rng = np.random.default_rng(0)
+    x = np.ones(inst.n)
+    act = inst.activity(x)
+    for _ in range(20):
+        y = x.copy()
+        y[rng.choice(inst.n, 5, replace=False)] = rng.choice([0.0, 1.0, 0.5], 5)
+        bad, act_y = inst.recheck(x, act, y)
+        assert bad == pytest.approx(max(inst.violation(y)[0], 0.0))
+        assert np.allclose(act_y, inst.activity(y))

@@ -52,12 +52,13 @@ def test_async_selector_misses_its_deadline_and_falls_back(smoke_dir):
         smoke_dir / "auction-smoke-s7.lp",
         default_pool(),
         _SlowSelector(),
-        LnsConfig(1.5, init_frac=0.05, async_select=True, deadline=0.01),
+        # 3 s: the worker process's cold start can take over a second on a loaded machine
+        LnsConfig(3.0, init_frac=0.05, async_select=True, deadline=0.01),
     )
     assert res.x is not None
     assert res.iterations >= 1
     assert res.fallbacks == res.iterations
-    assert res.wall_s < 1.5 + 3.0  # generous: CI machines are shared
+    assert res.wall_s < 3.0 + 3.0  # generous: CI machines are shared
 
 
 def test_ctrl_c_keeps_the_best_checked_solution(smoke_dir):

@@ -38,3 +38,14 @@ def test_reduce_drops_rows_that_cannot_be_violated(smoke_dir):
     # loose free columns (in no kept row) go to their cheaper bound: 0 for positive costs
     loose = np.setdiff1d(np.flatnonzero(mask), red.cols)
     assert np.all(red.x_base[loose] == 0.0)
+
+
+def test_reduce_with_the_incumbent_activity_matches_the_full_pass(smoke_dir):
+    inst = read_instance(smoke_dir / "setcover-smoke-s7.lp")
+    rng = np.random.default_rng(1)
+    x = (rng.random(inst.n) < 0.5).astype(float)
+    mask = rng.random(inst.n) < 0.2
+    a = reduce(inst, mask, x)
+    b = reduce(inst, mask, x, inst.activity(x))
+    for f in ("cols", "rows", "lo", "hi", "sub_indptr", "sub_indices", "sub_data", "x_base"):
+        assert np.allclose(getattr(a, f), getattr(b, f))

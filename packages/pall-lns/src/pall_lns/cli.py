@@ -481,6 +481,12 @@ def _bench(args: argparse.Namespace) -> int:
             "size": args.size,
             "time_limit": args.time_limit,
             "n_vars": int(res.x.size) if res.x is not None else 0,
+            "objective": res.objective,
+            "iterations": res.iterations,
+            "loop_s": res.loop_s,
+            "submip_s": res.submip_s,
+            "initial_end_s": res.stats["init_end_s"],
+            "submip_breakdown_s": res.stats["submip_breakdown_s"],
         },
     )
     from paperstack.records import Claim
@@ -501,7 +507,8 @@ def _bench(args: argparse.Namespace) -> int:
     )
     print(
         f"{PROG}: wrote {path_out} (overhead {res.overhead:.1%} of the LNS loop over "
-        f"{res.iterations} iterations)"
+        f"{res.iterations} iterations; objective {res.objective:.10g}; breakdown "
+        f"{ {k: round(v, 2) for k, v in res.stats['submip_breakdown_s'].items()} })"
     )
     return 0
 

@@ -12,7 +12,11 @@ user are converted back with :meth:`Instance.user_objective`.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,9 @@ __all__ = ["FEAS_TOL", "SUFFIXES", "Instance", "import_scip", "read_instance", "
 SUFFIXES = (".lp", ".mps", ".lp.gz", ".mps.gz")
 #: Absolute+relative tolerance of the feasibility check (SCIP's default feastol is 1e-6).
 FEAS_TOL = 1e-6
+#: Models with at least this many variables get their matrix through HiGHS's reader (below it
+#: the PySCIPOpt loop takes milliseconds, less than importing highspy).
+HIGHS_FROM = 10_000
 _LINEAR_HANDLERS = {"linear", "setppc", "logicor", "knapsack", "varbound"}
 
 
@@ -68,6 +75,17 @@ def read_scip_model(path: str | Path, *, quiet: bool = True) -> Any:
     return model
 
 
+def ranges(ptr: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(ptr[i], ptr[i + 1])`` over ``items`` (vectorised)."""
+    starts = ptr[items]
+    lens = ptr[items + 1] - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    return np.arange(total, dtype=np.int64) + offs
+
+
 @dataclass
 class Instance:
     """A MILP ``min c x + offset s.t. row_lo <= A x <= row_hi, lb <= x <= ub, x_j int for j in I``.
@@ -95,6 +113,7 @@ class Instance:
         order = np.argsort(self.indices, kind="stable")
         self.row_of_nz = np.repeat(np.arange(self.m), np.diff(self.indptr))
         self.col_rows = self.row_of_nz[order]
+        self.col_data = self.data[order]
         self.col_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.indices, minlength=self.n))])
         self.degree = np.diff(self.col_ptr)
         self.int_idx = np.flatnonzero(self.is_int)
@@ -116,8 +135,54 @@ class Instance:
         return np.bincount(self.row_of_nz, weights=self.data * x[self.indices], minlength=self.m)
 
     def objective(self, x: np.ndarray) -> float:
-        """Internal (minimisation) objective ``c x + sense * offset``."""
-        return float(self.c @ x) + self.sense * self.offset
+        """Internal (minimisation) objective ``c x + sense * offset``.
+
+        An elementwise product and sum, not ``c @ x``: BLAS may start threads for the dot
+        product, which costs tens of milliseconds on a loaded machine and breaks single-thread
+        accounting."""
+        return float(np.sum(self.c * x)) + self.sense * self.offset
+
+    def column_entries(self, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, values, columns)`` of every non-zero in the columns ``cols`` (CSC slices,
+        vectorised): work proportional to those columns, not to the matrix."""
+        p = ranges(self.col_ptr, cols)
+        return self.col_rows[p], self.col_data[p], np.repeat(cols, self.degree[cols])
+
+    def recheck(
+        self, x_old: np.ndarray, act_old: np.ndarray, x_new: np.ndarray
+    ) -> tuple[float, np.ndarray]:
+        """Largest violation of ``x_new`` given that ``x_old`` (activity ``act_old``) was
+        feasible, and ``A x_new``: only the changed variables and the rows they touch are
+        checked, and those rows' activities are recomputed exactly from the CSR rows (no
+        accumulated rounding). Equivalent to :meth:`violation` when ``x_old`` is feasible."""
+        if x_new.shape != self.c.shape or not np.all(np.isfinite(x_new)):
+            return math.inf, act_old
+        d = np.flatnonzero(x_new != x_old)
+        if d.size == 0:
+            return 0.0, act_old
+        xd = x_new[d]
+        worst = float(
+            max(
+                np.max(self.lb[d] - xd),
+                np.max(xd - self.ub[d]),
+                np.max(np.where(self.is_int[d], np.abs(xd - np.round(xd)), 0.0)),
+            )
+        )
+        act = act_old.copy()
+        rows = np.unique(self.column_entries(d)[0])
+        if rows.size:
+            p = ranges(self.indptr, rows)
+            seg = np.repeat(np.arange(rows.size), np.diff(self.indptr)[rows])
+            act[rows] = np.bincount(
+                seg, weights=self.data[p] * x_new[self.indices[p]], minlength=rows.size
+            )
+            lo, hi = self.row_lo[rows], self.row_hi[rows]
+            scale = 1.0 + np.maximum(
+                np.abs(np.where(np.isfinite(lo), lo, 0)), np.abs(np.where(np.isfinite(hi), hi, 0))
+            )
+            worst = max(worst, float(np.max((lo - act[rows]) / scale)))
+            worst = max(worst, float(np.max((act[rows] - hi) / scale)))
+        return max(worst, 0.0), act
 
     def user_objective(self, x: np.ndarray) -> float:
         """The objective in the model's own sense."""
@@ -168,7 +233,6 @@ def read_instance(path: str | Path, model: Any | None = None) -> Instance:
     variables = model.getVars()
     names = [v.name for v in variables]
     index = {nm: j for j, nm in enumerate(names)}
-    len(variables)
     c = np.array([v.getObj() for v in variables], dtype=float)
     lb = np.array([v.getLbOriginal() for v in variables], dtype=float)
     ub = np.array([v.getUbOriginal() for v in variables], dtype=float)
@@ -176,30 +240,20 @@ def read_instance(path: str | Path, model: Any | None = None) -> Instance:
     inf = model.infinity()
     lb[lb <= -inf] = -np.inf
     ub[ub >= inf] = np.inf
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    lo: list[float] = []
-    hi: list[float] = []
-    for cons in model.getConss():
+    conss = model.getConss()
+    for cons in conss:
         kind = cons.getConshdlrName()
         if kind not in _LINEAR_HANDLERS:
             raise PallError(
                 f"{p}: constraint {cons.name!r} is of type {kind!r}; only linear "
                 "MILPs are supported"
             )
-        coefs = model.getValsLinear(cons)
-        cols.append(np.fromiter((index[k] for k in coefs), dtype=np.int64, count=len(coefs)))
-        vals.append(np.fromiter(coefs.values(), dtype=float, count=len(coefs)))
-        lo.append(model.getLhs(cons))
-        hi.append(model.getRhs(cons))
-    row_lo = np.array(lo, dtype=float)
-    row_hi = np.array(hi, dtype=float)
-    row_lo[row_lo <= -inf] = -np.inf
-    row_hi[row_hi >= inf] = np.inf
-    lengths = np.array([len(a) for a in cols], dtype=np.int64)
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    indices = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-    data = np.concatenate(vals) if vals else np.zeros(0)
+    matrix = None
+    if len(names) >= HIGHS_FROM:
+        matrix = _matrix_highs(p, names, c, lb, ub, is_int, len(conss))
+    if matrix is None:
+        matrix = _matrix_scip(model, conss, index, inf)
+    indptr, indices, data, row_lo, row_hi = matrix
     sense = -1.0 if model.getObjectiveSense() == "maximize" else 1.0
     if np.any(lb > ub):
         j = int(np.argmax(lb > ub))
@@ -222,6 +276,120 @@ def read_instance(path: str | Path, model: Any | None = None) -> Instance:
         offset=float(model.getObjoffset()),
         meta=_read_meta(p),
     )
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Silence file descriptor 1 (C/C++ output that bypasses ``sys.stdout``) for a block."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+_Matrix = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _matrix_scip(model: Any, conss: list[Any], index: dict[str, int], inf: float) -> _Matrix:
+    """CSR matrix and row sides through PySCIPOpt, one constraint at a time (the fallback:
+    about a microsecond per non-zero, 10+ s on a 1M-non-zero model on a loaded machine)."""
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    lo: list[float] = []
+    hi: list[float] = []
+    for cons in conss:
+        coefs = model.getValsLinear(cons)
+        cols.append(np.fromiter((index[k] for k in coefs), dtype=np.int64, count=len(coefs)))
+        vals.append(np.fromiter(coefs.values(), dtype=float, count=len(coefs)))
+        lo.append(model.getLhs(cons))
+        hi.append(model.getRhs(cons))
+    row_lo = np.array(lo, dtype=float)
+    row_hi = np.array(hi, dtype=float)
+    row_lo[row_lo <= -inf] = -np.inf
+    row_hi[row_hi >= inf] = np.inf
+    lengths = np.array([len(a) for a in cols], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    data = np.concatenate(vals) if vals else np.zeros(0)
+    return indptr, indices, data, row_lo, row_hi
+
+
+def _matrix_highs(
+    p: Path,
+    names: list[str],
+    c: np.ndarray,
+    lb: np.ndarray,
+    ub: np.ndarray,
+    is_int: np.ndarray,
+    n_rows: int,
+) -> _Matrix | None:
+    """CSR matrix and row sides from HiGHS's reader, whose column-wise matrix arrives as whole
+    arrays (no per-non-zero Python): 2-3x faster than :func:`_matrix_scip` on large models.
+
+    SCIP stays the parser of record: the HiGHS reading is used only when its columns (names,
+    objective, bounds, integrality) and row count agree exactly with SCIP's, otherwise (or
+    without highspy) ``None`` sends the caller to the PySCIPOpt path.
+    """
+    try:
+        import highspy
+    except ImportError:
+        return None
+    try:
+        with _quiet_stdout():  # HiGHS prints its banner on fd 1 whatever output_flag says
+            h = highspy.Highs()
+            h.setOptionValue("output_flag", False)
+            h.setOptionValue("threads", 1)
+            ok = h.readModel(str(p)) == highspy.HighsStatus.kOk
+        if not ok:
+            return None
+        lp = h.getLp()
+        if lp.num_col_ != len(names) or lp.num_row_ != n_rows:
+            return None
+        hnames = list(lp.col_names_)
+        if hnames == names:
+            perm = np.arange(len(names))
+        else:
+            where = {nm: j for j, nm in enumerate(names)}
+            if len(hnames) != len(names) or any(nm not in where for nm in hnames):
+                return None
+            perm = np.array([where[nm] for nm in hnames], dtype=np.int64)  # HiGHS col -> SCIP
+        a = lp.a_matrix_
+        if a.format_ != highspy.MatrixFormat.kColwise:
+            return None
+        start = np.asarray(a.start_, dtype=np.int64)
+        rows = np.asarray(a.index_, dtype=np.int64)
+        vals = np.asarray(a.value_, dtype=float)
+        h_int = np.array([int(v) != 0 for v in lp.integrality_], dtype=bool)
+        if h_int.size == 0:
+            h_int = np.zeros(len(names), dtype=bool)
+        h_c = np.asarray(lp.col_cost_, dtype=float)
+        h_lb = np.asarray(lp.col_lower_, dtype=float)
+        h_ub = np.asarray(lp.col_upper_, dtype=float)
+        row_lo = np.asarray(lp.row_lower_, dtype=float).copy()
+        row_hi = np.asarray(lp.row_upper_, dtype=float).copy()
+    except Exception:  # any reader disagreement: use SCIP's own extraction
+        return None
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.size)
+    if not (
+        np.array_equal(h_c[inv], c)
+        and np.array_equal(h_lb[inv], lb)
+        and np.array_equal(h_ub[inv], ub)
+        and np.array_equal(h_int[inv], is_int)
+    ):
+        return None
+    cols = perm[np.repeat(np.arange(perm.size), np.diff(start))]
+    order = np.lexsort((cols, rows))
+    indices, data = cols[order], vals[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))]).astype(np.int64)
+    row_lo[row_lo >= np.inf] = np.inf
+    row_hi[row_hi <= -np.inf] = -np.inf
+    return indptr, indices, data, row_lo, row_hi
 
 
 def _read_meta(p: Path) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import numpy as np
 from pall_lns.async_select import AsyncSelector
 from pall_lns.context import Context, Event
 from pall_lns.errors import PallError
+from pall_lns.instance import FEAS_TOL
 from pall_lns.operators import OperatorSpec, State, neighbourhood
 from pall_lns.selectors import Selector, UCBSelector, alns_reward
 from pall_lns.submip import SubMipSolver
@@ -44,9 +45,10 @@ class LnsConfig:
 
     time_limit: float
     init_frac: float = 0.1  # share of T for the initial plain-SCIP run
+    init_root_frac: float = 0.8  # ... extended up to this share while the incumbent is trivial
     submip_time: float = 0.0
     k_init: float = 0.2  # initial neighbourhood, share of the integer variables
-    k_max_abs: int = 4000  # upper bound on k: a 100k-variable sub-MIP must stay solvable in tau
+    k_max_abs: int = 0  # upper bound on k; 0: max(4000, 10% of the integer variables)
     grow: float = 1.2  # after a sub-MIP solved to optimality without improvement (CL-LNS 1.02)
     shrink: float = 0.8  # after a sub-MIP timeout without improvement
     history: int = 5
@@ -59,6 +61,8 @@ class LnsConfig:
             raise PallError(f"--time-limit {self.time_limit:g}: must be positive")
         if not 0 < self.init_frac < 1:
             raise PallError(f"init_frac {self.init_frac}: must be in (0, 1)")
+        if not 0 <= self.init_root_frac < 1:
+            raise PallError(f"init_root_frac {self.init_root_frac}: must be in [0, 1)")
 
     @property
     def tau(self) -> float:
@@ -116,7 +120,8 @@ class _Search:
         self.inst = self.solver.inst
         n_int = max(1, self.inst.int_idx.size)
         self.k_min = min(10, n_int)
-        self.k_max = max(self.k_min, min(n_int, cfg.k_max_abs))
+        k_cap = cfg.k_max_abs if cfg.k_max_abs > 0 else max(4000, n_int // 10)
+        self.k_max = max(self.k_min, min(n_int, k_cap))
         self.k = float(np.clip(cfg.k_init * n_int, self.k_min, self.k_max))
         self.history: list[Event] = []
         self.sum_r = np.zeros(len(ops))
@@ -124,6 +129,7 @@ class _Search:
         self.stagnation = 0
         self.iteration = 0
         self.x: np.ndarray | None = None
+        self.act: np.ndarray | None = None  # A x of the incumbent, updated on acceptance
         self.f = np.inf
         self.x_lp: np.ndarray | None = None
         self.dual = -np.inf
@@ -137,7 +143,11 @@ class _Search:
     def start(self) -> None:
         budget = self.cfg.init_frac * self.cfg.time_limit
         start = self.now()
-        init = self.solver.initial(budget, max_time=self.cfg.time_limit - start)
+        init = self.solver.initial(
+            budget,
+            max_time=self.cfg.time_limit - start,
+            root_time=max(budget, self.cfg.init_root_frac * self.cfg.time_limit - start),
+        )
         self.timeline += [(start + t, v) for t, v in init.timeline]
         self.x_lp, self.dual = init.x_lp, init.dual_bound
         if init.x is not None:
@@ -145,6 +155,7 @@ class _Search:
             if bad > 1e-6:
                 raise PallError(f"{self.inst.name}: SCIP's initial solution violates {what}")
             self.x, self.f = init.x, init.obj
+            self.act = self.inst.activity(init.x)
 
     def gap(self) -> float:
         if not np.isfinite(self.dual) or not np.isfinite(self.f):
@@ -178,10 +189,15 @@ class _Search:
             self.ops[op], self.inst, State(self.x, self.x_lp), self.rng, round(self.k)
         )
         t = time.perf_counter()
-        res = self.solver.solve(nb.free, self.x, tau, nb.hamming)
-        if res.x is not None and not self.inst.is_feasible(res.x):
-            res.x, res.obj = None, self.f  # rejected: SCIP's point fails the original model
-            res.status = "rejected"
+        res = self.solver.solve(nb.free, self.x, tau, nb.hamming, self.act)
+        if res.x is not None:
+            # Checked against the original model: the rows touched by the change (the rest
+            # keep the incumbent's checked activity), so the check costs what the change does.
+            assert self.act is not None
+            bad, res.act = self.inst.recheck(self.x, self.act, res.x)
+            if bad > FEAS_TOL:
+                res.x, res.obj, res.act = None, self.f, None  # SCIP's point fails the model
+                res.status = "rejected"
         return res, time.perf_counter() - t
 
     def apply(self, op: int, res: Any, seconds: float, tau: float) -> tuple[float, bool]:
@@ -191,7 +207,7 @@ class _Search:
         if improved:
             denom = f_old - self.dual if np.isfinite(self.dual) else abs(f_old)
             closed = (f_old - res.obj) / max(denom, 1e-9)
-            self.x, self.f = res.x, res.obj
+            self.x, self.f, self.act = res.x, res.obj, res.act
             self.timeline.append((self.now(), self.f))
             self.stagnation = 0
         else:
@@ -233,7 +249,7 @@ def run_lns(
     fallbacks = 0
     bandit_fallback = UCBSelector(len(ops), seed=cfg.seed)
     interrupted = False
-    submip_s = loop_s = 0.0
+    submip_s = loop_s = init_end = 0.0
     try:
         if cfg.async_select:
             asel = AsyncSelector(selector, len(ops), cfg.deadline, bandit_fallback)
@@ -249,7 +265,7 @@ def run_lns(
             on_improve(Progress(s.now(), s.inst.sense * s.f, 0, "scip-initial"))
         if writer:
             writer.write({"event": "initial", "t": s.now(), "obj": s.inst.sense * s.f})
-        loop_start = s.now()
+        loop_start = init_end = s.now()
         while not interrupted and s.now() < cfg.time_limit - 0.02:
             it_start = s.now()
             ctx = s.context()
@@ -321,6 +337,8 @@ def run_lns(
             "k_final": s.k,
             "dual_bound": s.inst.sense * s.dual if np.isfinite(s.dual) else None,
             "config": asdict(cfg),
+            "submip_breakdown_s": dict(s.solver.breakdown),
+            "init_end_s": init_end,
         },
     )
     if writer:

@@ -39,48 +39,56 @@ class Reduced:
     x_base: np.ndarray  # incumbent with the row-free variables already at their best bound
 
 
-def reduce(inst: Instance, free_mask: np.ndarray, x_inc: np.ndarray, tol: float = 1e-9) -> Reduced:
-    """The reduced sub-MIP of ``inst`` where variables outside ``free_mask`` equal ``x_inc``."""
-    fm_nz = free_mask[inst.indices]
-    fixed_act = np.bincount(
-        inst.row_of_nz,
-        weights=np.where(fm_nz, 0.0, inst.data * x_inc[inst.indices]),
-        minlength=inst.m,
-    )
-    a = inst.data[fm_nz]
-    j = inst.indices[fm_nz]
-    r = inst.row_of_nz[fm_nz]
+def reduce(
+    inst: Instance,
+    free_mask: np.ndarray,
+    x_inc: np.ndarray,
+    act: np.ndarray | None = None,
+    tol: float = 1e-9,
+) -> Reduced:
+    """The reduced sub-MIP of ``inst`` where variables outside ``free_mask`` equal ``x_inc``.
+
+    With the incumbent's activity ``act = A x_inc`` (kept by the LNS loop), the work is
+    proportional to the non-zeros of the free columns: ``b_r = act_r - sum_{j free} a_rj
+    x_inc_j`` on the rows they touch (the only rows that can be kept)."""
+    free = np.flatnonzero(free_mask)
+    if act is None:
+        act = inst.activity(x_inc)
+    r_all, a, j = inst.column_entries(free)
+    touched_rows, r = np.unique(r_all, return_inverse=True)
+    nt = touched_rows.size
+    free_act = np.bincount(r, weights=a * x_inc[j], minlength=nt)
+    fixed_act = act[touched_rows] - free_act
     with np.errstate(invalid="ignore"):
         lo_c = np.where(a > 0, a * inst.lb[j], a * inst.ub[j])
         hi_c = np.where(a > 0, a * inst.ub[j], a * inst.lb[j])
-    min_act = np.bincount(r, weights=lo_c, minlength=inst.m)
-    max_act = np.bincount(r, weights=hi_c, minlength=inst.m)
-    touched = np.bincount(r, minlength=inst.m) > 0
+    min_act = np.bincount(r, weights=lo_c, minlength=nt)
+    max_act = np.bincount(r, weights=hi_c, minlength=nt)
     with np.errstate(invalid="ignore"):
-        slack_lo = min_act + fixed_act >= inst.row_lo - tol
-        slack_hi = max_act + fixed_act <= inst.row_hi + tol
-    keep = touched & ~(slack_lo & slack_hi)
-    rows = np.flatnonzero(keep)
-    in_kept = keep[r]
+        slack_lo = min_act + fixed_act >= inst.row_lo[touched_rows] - tol
+        slack_hi = max_act + fixed_act <= inst.row_hi[touched_rows] + tol
+    keep_t = ~(slack_lo & slack_hi)
+    rows = touched_rows[keep_t]
+    in_kept = keep_t[r]
     cols = np.unique(j[in_kept])
+    fixed_kept = fixed_act[keep_t]
     # Free variables in no kept row: their best bound is optimal (objective only).
     x_base = x_inc.copy()
-    loose = np.flatnonzero(free_mask)
-    loose = loose[~np.isin(loose, cols)]
+    loose = free[~np.isin(free, cols)]
     c = inst.c[loose]
     best = np.where(c > 0, inst.lb[loose], np.where(c < 0, inst.ub[loose], x_inc[loose]))
     x_base[loose] = np.where(np.isfinite(best), best, x_inc[loose])
     pos = np.full(inst.n, -1, dtype=np.int64)
     pos[cols] = np.arange(cols.size)
-    rr, jj, aa = r[in_kept], j[in_kept], a[in_kept]
+    rr, jj, aa = r_all[in_kept], j[in_kept], a[in_kept]
     order = np.argsort(rr, kind="stable")
     rr, jj, aa = rr[order], jj[order], aa[order]
     sub_indptr = np.concatenate([np.searchsorted(rr, rows), [rr.size]])
     return Reduced(
         cols,
         rows,
-        inst.row_lo[rows] - fixed_act[rows],
-        inst.row_hi[rows] - fixed_act[rows],
+        inst.row_lo[rows] - fixed_kept,
+        inst.row_hi[rows] - fixed_kept,
         sub_indptr,
         pos[jj],
         aa,

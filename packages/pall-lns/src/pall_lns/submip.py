@@ -31,6 +31,7 @@ class SubMipResult:
     obj: float
     solve_s: float
     setup_s: float
+    act: np.ndarray | None = None  # A x of the new point, once the LNS loop has checked it
 
 
 @dataclass
@@ -48,6 +49,8 @@ class SubMipSolver:
 
     #: Models with at least this many variables get reduced sub-MIPs (see :meth:`solve`).
     REDUCED_FROM = 20_000
+    #: The initial run is extended (up to ``root_time``) while SCIP's gap exceeds this.
+    TRIVIAL_GAP = 2.0
 
     def __init__(
         self,
@@ -74,6 +77,8 @@ class SubMipSolver:
         self._handler_included = False
         self.seed = int(seed) % 2**31
         self.reduced = self.inst.n >= self.REDUCED_FROM if reduced is None else reduced
+        #: Seconds per phase of the reduced sub-MIPs (reduce, write_lp, read_lp), for ``bench``.
+        self.breakdown: dict[str, float] = {}
 
     # ------------------------------------------------------------------ helpers
     def _values(self, sol: Any, idx: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -105,12 +110,23 @@ class SubMipSolver:
         self.model.addSol(sol, free=True)
 
     # ------------------------------------------------------------------ initial run
-    def initial(self, time_limit: float, max_time: float | None = None) -> InitialResult:
+    def initial(
+        self, time_limit: float, max_time: float | None = None, root_time: float | None = None
+    ) -> InitialResult:
         """A short plain-SCIP run for the first incumbent, the root LP point and a dual bound.
 
         Runs ``time_limit`` seconds; while no incumbent exists it resumes the same solve with
-        doubled limits up to ``max_time`` (default ``time_limit``)."""
+        doubled limits up to ``max_time`` (default ``time_limit``); while the only incumbents
+        predate the first LP solution (trivial/presolve heuristics: on a 100k-column set cover
+        the all-columns cover, 50x the optimum) it resumes up to ``root_time`` (large models
+        only, see :attr:`REDUCED_FROM`), so the search starts from SCIP's better heuristics
+        (LP-based ones once the root LP is solved), where the LNS has something to improve."""
         max_time = time_limit if max_time is None else max_time
+        # Only large models (the reduced-sub-MIP regime) wait for a non-trivial incumbent: on
+        # small ones SCIP's root is over in milliseconds and the LNS should get the budget.
+        if root_time is None or not self.reduced:
+            root_time = time_limit
+        root_time = min(root_time, max_time)
         m = self.model
         lp: dict[str, float] = {}
         timeline: list[tuple[float, float]] = []
@@ -119,7 +135,7 @@ class SubMipSolver:
         scip = self.scip
         sink = self._sink
         sink.clear()
-        sink.update(lp=lp, timeline=timeline, t0=t0, sense=sense)
+        sink.update(lp=lp, timeline=timeline, t0=t0, sense=sense, trivial_gap=self.TRIVIAL_GAP)
         if not self._handler_included:
 
             class _Handler(scip.Eventhdlr):  # type: ignore[misc,name-defined]
@@ -139,7 +155,17 @@ class SubMipSolver:
                         sink["timeline"].append(
                             (time.perf_counter() - sink["t0"], sink["sense"] * obj)
                         )
+                        if (
+                            sink.get("stop_when_good")
+                            and sink.get("lp_t") is not None
+                            and self.model.getGap() <= sink["trivial_gap"]
+                        ):
+                            # Extension phase: the first non-trivial incumbent is what it was
+                            # for, so hand over to the LNS now rather than at the limit.
+                            sink["stopped"] = True
+                            self.model.interruptSolve()
                     elif not sink["lp"]:
+                        sink["lp_t"] = time.perf_counter() - sink["t0"]
                         for col in self.model.getLPColsData():
                             sink["lp"][col.getVar().name.removeprefix("t_")] = col.getPrimsol()
 
@@ -149,17 +175,35 @@ class SubMipSolver:
         m.setRealParam("limits/time", max(0.05, time_limit))
         m.optimize()
         limit = max(0.05, time_limit)
-        while (
-            m.getNSols() == 0
-            and m.getStatus() == "timelimit"
-            and time.perf_counter() - t0 < max_time - 0.05
-        ):
-            # No incumbent yet: resume the same solve (no restart) with a doubled limit.
-            limit = min(2 * limit, max_time)
+
+        def pre_root() -> bool:
+            """Every incumbent so far predates the first LP, or is more than ``1 +
+            TRIVIAL_GAP`` times SCIP's dual bound (SCIP's gap is relative to the smaller)."""
+            lp_t = sink.get("lp_t")
+            if lp_t is None or all(t <= lp_t for t, _ in timeline):
+                return True
+            try:
+                return bool(m.getGap() > self.TRIVIAL_GAP)
+            except Exception:  # no gap in this stage
+                return False
+
+        while m.getStatus() == "timelimit":
+            elapsed = time.perf_counter() - t0
+            if m.getNSols() == 0 and elapsed < max_time - 0.05:
+                cap = max_time
+            elif m.getNSols() > 0 and pre_root() and elapsed < root_time - 0.05:
+                cap = root_time
+                sink["stop_when_good"] = True
+            else:
+                break
+            # Resume the same solve (no restart) with a doubled limit.
+            limit = min(2 * limit, cap)
             m.setRealParam("limits/time", limit)
             m.optimize()
         sink["active"] = False
         status = m.getStatus()
+        if sink.get("stopped") and status == "userinterrupt":
+            status = "timelimit"  # our own hand-over, not the user's Ctrl-C
         self.interrupted = status == "userinterrupt"
         if status == "infeasible":
             raise PallError(f"{self.inst.name}: the model is infeasible (SCIP proved it)")
@@ -190,11 +234,12 @@ class SubMipSolver:
         x_inc: np.ndarray,
         time_limit: float,
         hamming: int | None = None,
+        act: np.ndarray | None = None,
     ) -> SubMipResult:
         """Dispatch: :meth:`solve_reduced` for large models (``self.reduced``), else
-        :meth:`solve_fixed` on the one kept model."""
+        :meth:`solve_fixed` on the one kept model. ``act`` is ``A x_inc`` if known."""
         if self.reduced:
-            return self.solve_reduced(free, x_inc, time_limit, hamming)
+            return self.solve_reduced(free, x_inc, time_limit, hamming, act)
         return self.solve_fixed(free, x_inc, time_limit, hamming)
 
     def solve_reduced(
@@ -203,6 +248,7 @@ class SubMipSolver:
         x_inc: np.ndarray,
         time_limit: float,
         hamming: int | None = None,
+        act: np.ndarray | None = None,
     ) -> SubMipResult:
         """The sub-MIP as its own small SCIP model (:mod:`pall_lns.reduced`): warm start from
         ``x_inc``, objective limit at the incumbent's value, ``limits/time = time_limit``."""
@@ -214,7 +260,9 @@ class SubMipSolver:
         inst = self.inst
         mask = ~inst.is_int
         mask[free] = True
-        red = reduce(inst, mask, x_inc)
+        red = reduce(inst, mask, x_inc, act)
+        bd = self.breakdown
+        bd["reduce"] = bd.get("reduce", 0.0) + time.perf_counter() - t0
         base = red.x_base
         f_inc = inst.objective(x_inc)
         status = "optimal"
@@ -222,13 +270,17 @@ class SubMipSolver:
         t1 = t2 = time.perf_counter()
         x_new = base
         if red.cols.size:
+            tw = time.perf_counter()
             path = write_reduced_lp(inst, red)
+            tr = time.perf_counter()
+            bd["write_lp"] = bd.get("write_lp", 0.0) + tr - tw
             try:
                 sub = self.scip.Model()
                 sub.hideOutput()
                 sub.readProblem(path)
             finally:
                 os.unlink(path)
+            bd["read_lp"] = bd.get("read_lp", 0.0) + time.perf_counter() - tr
             sub.setIntParam("parallel/maxnthreads", 1)
             sub.setBoolParam("misc/catchctrlc", True)
             sub.setIntParam("randomization/randomseedshift", self.seed)
@@ -250,7 +302,7 @@ class SubMipSolver:
                 if x_inc[j] != 0:
                     sub.setSolVal(sol, vs[i], float(x_inc[j]))
             sub.addSol(sol, free=True)
-            sub.setObjlimit(float(inst.c[red.cols] @ x_inc[red.cols]))
+            sub.setObjlimit(float(np.sum(inst.c[red.cols] * x_inc[red.cols])))
             sub.setRealParam("limits/time", max(0.01, time_limit - (time.perf_counter() - t0)))
             t1 = time.perf_counter()
             sub.optimize()
