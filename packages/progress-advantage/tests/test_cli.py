@@ -40,11 +40,12 @@ def models(tmp_path_factory, micro):
 
 def _data(path):
     trajs = []
+    answers = {"1+2=": 3, "2*3=": 6}  # known answers (no eval of text)
     for g, (prompt, cands) in enumerate(
         [("1+2=", ["1+2=3\nAnswer: 3", "1+2=4\nAnswer: 4"]), ("2*3=", ["2*3=6\nAnswer: 6"])]
     ):
         for j, c in enumerate(cands):
-            ok = c.endswith(str(eval(prompt[:-1])))
+            ok = c.endswith(str(answers[prompt]))
             trajs.append(
                 Trajectory.from_lines(
                     prompt,
