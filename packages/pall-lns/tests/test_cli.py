@@ -225,3 +225,20 @@ def test_offline_pipeline_evolve_oracle_train_export(smoke_dir, tmp_path):
         )
         == 0
     )
+
+
+def test_bench_writes_overhead_rows_and_its_claim(tmp_path, capsys):
+    out = tmp_path / "bench"
+    assert main(["bench", "--out", str(out), "--size", "smoke", "--time-limit", "2"]) == 0
+    res = load_results(out / "bench.json")
+    metrics = {r.metric: r for r in res.rows}
+    share = metrics["overhead_share"].value
+    assert 0.0 <= share <= 1.0
+    assert metrics["overhead_share"].n >= 1
+    # the split adds up to the strict share (SCIP's sub-MIP I/O + the LNS's own work)
+    parts = metrics["scip_read_free_share"].value + metrics["lns_work_share"].value
+    assert parts == pytest.approx(share, abs=1e-9) or metrics["lns_work_share"].value == 0.0
+    (claim,) = res.claims
+    assert claim.id == "overhead_under_5pct"
+    assert claim.held == (share < 0.05)
+    assert "overhead" in capsys.readouterr().out

@@ -2,40 +2,44 @@
 
 On a 100k-variable model, fixing variables by bound changes on one SCIP model makes every
 sub-MIP pay for transforming and presolving the whole model (seconds per iteration). Here the
-sub-MIP is built from the neighbourhood alone, vectorised over the CSR matrix:
+sub-MIP is built from the neighbourhood alone, vectorised over the CSR/CSC matrix:
 
-- fixed part: ``b_r = sum_{j fixed} a_rj x_inc_j``; the row becomes
-  ``row_lo_r - b_r <= sum_{j free} a_rj x_j <= row_hi_r - b_r``;
+- fixed part: ``b_r = sum_{j fixed} a_rj x_inc_j = (A x_inc)_r - sum_{j free} a_rj x_inc_j``;
+  the row becomes ``row_lo_r - b_r <= sum_{j free} a_rj x_j <= row_hi_r - b_r``;
 - a row is dropped when it holds for every value of its free variables within their bounds
   (``min_act_r + b_r >= row_lo_r`` and ``max_act_r + b_r <= row_hi_r``), or has no free variable;
 - a free variable in no kept row is set to its cheaper finite bound (or keeps its value).
 
-The reduced model is written as LP text (one vectorised pass) and read by SCIP, which is far
-faster than building it term by term through the Python API.
+The work is proportional to the free columns' non-zeros and the kept rows, plus O(m + n)
+mask passes. The sub-MIP reaches SCIP as LP text (:class:`LpText`): every string that does not
+depend on the neighbourhood (variable names, coefficients, bounds) is formatted once per model,
+and each sub-MIP is a gather over those token arrays and one ``str.join``, with no Python loop
+over its variables or non-zeros. Warm start and read-back go through SCIP solution files the same
+way, so no per-variable PySCIPOpt call remains in the loop.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from pall_lns.instance import Instance
+from pall_lns.instance import Instance, ranges
 
-__all__ = ["Reduced", "reduce", "write_reduced_lp"]
+__all__ = ["LpText", "Reduced", "reduce"]
 
 
 @dataclass
 class Reduced:
-    cols: np.ndarray  # original indices of the sub-MIP's variables
-    rows: np.ndarray  # original indices of the kept rows
-    lo: np.ndarray
+    cols: np.ndarray  # original indices of the sub-MIP's variables (sorted)
+    rows: np.ndarray  # original indices of the kept rows (sorted)
+    lo: np.ndarray  # kept rows' sides, shifted by the fixed activity
     hi: np.ndarray
-    sub_indptr: np.ndarray
-    sub_indices: np.ndarray  # positions into ``cols``
-    sub_data: np.ndarray
+    nz: np.ndarray  # CSR positions of the kept rows' free entries, row by row
+    row_ptr: np.ndarray  # ``nz[row_ptr[i]:row_ptr[i + 1]]`` are the entries of ``rows[i]``
     x_base: np.ndarray  # incumbent with the row-free variables already at their best bound
 
 
@@ -48,98 +52,199 @@ def reduce(
 ) -> Reduced:
     """The reduced sub-MIP of ``inst`` where variables outside ``free_mask`` equal ``x_inc``.
 
-    With the incumbent's activity ``act = A x_inc`` (kept by the LNS loop), the work is
-    proportional to the non-zeros of the free columns: ``b_r = act_r - sum_{j free} a_rj
-    x_inc_j`` on the rows they touch (the only rows that can be kept)."""
+    ``act = A x_inc`` (kept by the LNS loop) spares the full product; without it one is made."""
     free = np.flatnonzero(free_mask)
     if act is None:
         act = inst.activity(x_inc)
+    m = inst.m
     r_all, a, j = inst.column_entries(free)
-    touched_rows, r = np.unique(r_all, return_inverse=True)
-    nt = touched_rows.size
-    free_act = np.bincount(r, weights=a * x_inc[j], minlength=nt)
-    fixed_act = act[touched_rows] - free_act
     with np.errstate(invalid="ignore"):
         lo_c = np.where(a > 0, a * inst.lb[j], a * inst.ub[j])
         hi_c = np.where(a > 0, a * inst.ub[j], a * inst.lb[j])
-    min_act = np.bincount(r, weights=lo_c, minlength=nt)
-    max_act = np.bincount(r, weights=hi_c, minlength=nt)
-    with np.errstate(invalid="ignore"):
-        slack_lo = min_act + fixed_act >= inst.row_lo[touched_rows] - tol
-        slack_hi = max_act + fixed_act <= inst.row_hi[touched_rows] + tol
-    keep_t = ~(slack_lo & slack_hi)
-    rows = touched_rows[keep_t]
-    in_kept = keep_t[r]
-    cols = np.unique(j[in_kept])
-    fixed_kept = fixed_act[keep_t]
+        fixed_act = act - np.bincount(r_all, weights=a * x_inc[j], minlength=m)
+        min_act = np.bincount(r_all, weights=lo_c, minlength=m)
+        max_act = np.bincount(r_all, weights=hi_c, minlength=m)
+        slack = (min_act + fixed_act >= inst.row_lo - tol) & (
+            max_act + fixed_act <= inst.row_hi + tol
+        )
+    touched = np.bincount(r_all, minlength=m) > 0
+    rows = np.flatnonzero(touched & ~slack)
+    # The kept rows' free entries, read row-wise from the CSR arrays (already in row order).
+    p = ranges(inst.indptr, rows)
+    in_free = free_mask[inst.indices[p]]
+    nz = p[in_free]
+    seg = np.repeat(np.arange(rows.size), np.diff(inst.indptr)[rows])
+    row_ptr = np.concatenate([[0], np.cumsum(np.bincount(seg[in_free], minlength=rows.size))])
+    col_mask = np.zeros(inst.n, dtype=bool)
+    col_mask[inst.indices[nz]] = True
+    cols = np.flatnonzero(col_mask)
     # Free variables in no kept row: their best bound is optimal (objective only).
     x_base = x_inc.copy()
-    loose = free[~np.isin(free, cols)]
+    loose = free[~col_mask[free]]
     c = inst.c[loose]
     best = np.where(c > 0, inst.lb[loose], np.where(c < 0, inst.ub[loose], x_inc[loose]))
     x_base[loose] = np.where(np.isfinite(best), best, x_inc[loose])
-    pos = np.full(inst.n, -1, dtype=np.int64)
-    pos[cols] = np.arange(cols.size)
-    rr, jj, aa = r_all[in_kept], j[in_kept], a[in_kept]
-    order = np.argsort(rr, kind="stable")
-    rr, jj, aa = rr[order], jj[order], aa[order]
-    sub_indptr = np.concatenate([np.searchsorted(rr, rows), [rr.size]])
+    fixed_kept = fixed_act[rows]
     return Reduced(
         cols,
         rows,
         inst.row_lo[rows] - fixed_kept,
         inst.row_hi[rows] - fixed_kept,
-        sub_indptr,
-        pos[jj],
-        aa,
+        nz,
+        row_ptr.astype(np.int64),
         x_base,
     )
 
 
-def write_reduced_lp(inst: Instance, red: Reduced) -> str:
-    """Write the reduced sub-MIP as LP text (minimisation, variables ``v0..``) to a temporary
-    file and return its path (the caller deletes it)."""
-    cols = red.cols
-    names = np.array([f"v{i}" for i in range(cols.size)], dtype=object)
-    c = inst.c[cols]
-    out = ["Minimize", " obj:"]
-    nz = np.flatnonzero(c != 0)
-    out += [
-        f" {'+' if v >= 0 else '-'} {abs(v):.17g} {nm}"
-        for v, nm in zip(c[nz].tolist(), names[nz], strict=True)
-    ]
-    if nz.size == 0 and cols.size:
-        out.append(f" 0 {names[0]}")
-    out.append("Subject To")
-    terms = [
-        f" {'+' if v >= 0 else '-'} {abs(v):.17g} {nm}"
-        for v, nm in zip(red.sub_data.tolist(), names[red.sub_indices], strict=True)
-    ]
-    ptr = red.sub_indptr.tolist()
-    for i in range(red.rows.size):
-        body = terms[ptr[i] : ptr[i + 1]]
-        lo, hi = red.lo[i], red.hi[i]
-        if np.isfinite(lo) and np.isfinite(hi):
-            if lo == hi:
-                out += [f" r{i}:", *body, f" = {lo:.17g}"]
-            else:
-                out += [f" r{i}l:", *body, f" >= {lo:.17g}", f" r{i}u:", *body, f" <= {hi:.17g}"]
-        elif np.isfinite(lo):
-            out += [f" r{i}:", *body, f" >= {lo:.17g}"]
-        elif np.isfinite(hi):
-            out += [f" r{i}:", *body, f" <= {hi:.17g}"]
-    out.append("Bounds")
-    lb, ub = inst.lb[cols], inst.ub[cols]
-    for nm, lo, hi in zip(names, lb.tolist(), ub.tolist(), strict=True):
-        lo_s = "-inf" if not np.isfinite(lo) else f"{lo:.17g}"
-        hi_s = "+inf" if not np.isfinite(hi) else f"{hi:.17g}"
-        out.append(f" {lo_s} <= {nm} <= {hi_s}")
-    ints = names[inst.is_int[cols]]
-    if ints.size:
-        out.append("Generals")
-        out += [f" {nm}" for nm in ints]
-    out.append("End")
-    fd, path = tempfile.mkstemp(prefix="pall-sub-", suffix=".lp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write("\n".join(out) + "\n")
-    return path
+def _num(v: float) -> str:
+    return f"{v:.17g}"
+
+
+def _term(v: float) -> str:
+    return f" {'+' if v >= 0 else '-'} {abs(v):.17g} "
+
+
+def _line(v: float) -> str:
+    return f"{v:.17g}\n"
+
+
+def _tokens(values: np.ndarray, fmt: Callable[[float], str]) -> np.ndarray:
+    """``fmt(v)`` for every value as an object array, formatted once per distinct value."""
+    if values.size == 0:
+        return np.zeros(0, dtype=object)
+    uniq, inv = np.unique(values, return_inverse=True)
+    table = np.empty(uniq.size, dtype=object)
+    table[:] = [fmt(v) for v in uniq.tolist()]
+    return table[inv.reshape(-1)]
+
+
+class LpText:
+    """LP-format text of reduced sub-MIPs of one model, built from pre-formatted tokens.
+
+    Variables are named ``x<j>`` by their index in the original model, so a solution file
+    maps straight back to it. Built once per model (a few seconds' worth of string formatting
+    on a million-non-zero model is paid once, not per iteration)."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+        n = inst.n
+        self.name = np.array([f"x{j}" for j in range(n)], dtype=object)
+        self.name_nl = np.array([f"x{j}\n" for j in range(n)], dtype=object)
+        self.name_sp = np.array([f"x{j} " for j in range(n)], dtype=object)
+        #: ``" + 3 "``-style coefficient tokens of the CSR entries and of the objective.
+        self.coef = _tokens(inst.data, _term)
+        self.obj = _tokens(inst.c, _term)
+        self.binary = inst.is_int & (inst.lb == 0) & (inst.ub == 1)
+        other = np.flatnonzero(~self.binary)
+        self.bound = np.zeros(n, dtype=object)
+        lo, hi = inst.lb[other], inst.ub[other]
+        self.bound[other] = [
+            f" {'-inf' if not np.isfinite(a) else _num(a)} <= x{j} <= "
+            f"{'+inf' if not np.isfinite(b) else _num(b)}\n"
+            for j, a, b in zip(other.tolist(), lo.tolist(), hi.tolist(), strict=True)
+        ]
+        self._hdr: list[str] = []
+
+    def _headers(self, k: int) -> np.ndarray:
+        if len(self._hdr) < k:
+            self._hdr += [f" c{i}:\n" for i in range(len(self._hdr), max(k, 2 * len(self._hdr)))]
+        return np.array(self._hdr[:k], dtype=object)
+
+    def model(
+        self, red: Reduced, x_inc: np.ndarray | None = None, hamming: int | None = None
+    ) -> str:
+        """The LP text of ``red`` (minimisation). With ``hamming`` (and ``x_inc``), the
+        local-branching row ``sum_{x_inc=0} x_j - sum_{x_inc=1} x_j <= hamming - |ones|`` over
+        the sub-MIP's binaries is added."""
+        inst, cols = self.inst, red.cols
+        parts: list[np.ndarray] = [np.array(["Minimize\n obj:\n"], dtype=object)]
+        nzc = cols[inst.c[cols] != 0]
+        if nzc.size == 0 and cols.size:
+            nzc = cols[:1]
+        obj = np.empty(2 * nzc.size, dtype=object)
+        obj[0::2], obj[1::2] = self.obj[nzc], self.name_nl[nzc]
+        parts += [obj, np.array(["Subject To\n"], dtype=object)]
+        parts.append(self._rows(red))
+        if hamming is not None and x_inc is not None:
+            b = cols[self.binary[cols]]
+            if b.size:
+                ones = x_inc[b] > 0.5
+                row = np.empty(2 * b.size + 3, dtype=object)
+                row[0] = " pall_local_branching:\n"
+                row[1:-2:2] = np.where(ones, " - 1 ", " + 1 ")
+                row[2:-2:2] = self.name_nl[b]
+                row[-2], row[-1] = " <= ", _line(float(hamming - int(ones.sum())))
+                parts.append(row)
+        other = cols[~self.binary[cols]]
+        parts += [np.array(["Bounds\n"], dtype=object), self.bound[other]]
+        bins = cols[self.binary[cols]]
+        if bins.size:
+            parts += [np.array(["Binaries\n"], dtype=object), self.name_nl[bins]]
+        gen = other[inst.is_int[other]]
+        if gen.size:
+            parts += [np.array(["Generals\n"], dtype=object), self.name_nl[gen]]
+        parts.append(np.array(["End\n"], dtype=object))
+        return "".join(np.concatenate(parts).tolist())
+
+    def _rows(self, red: Reduced) -> np.ndarray:
+        """Constraint tokens: per output row ``[header, (coef, name) x cnt, sense, rhs]``; a
+        ranged row (both sides finite and different) is written twice, once per side."""
+        lo, hi = red.lo, red.hi
+        flo, fhi = np.isfinite(lo), np.isfinite(hi)
+        two = flo & fhi & (lo != hi)
+        out_row = np.repeat(np.arange(lo.size), 1 + two.astype(np.int64))
+        first = np.ones(out_row.size, dtype=bool)
+        first[1:] = out_row[1:] != out_row[:-1]
+        eq = (flo & fhi & (lo == hi))[out_row]
+        use_lo = (flo[out_row] & first) & ~eq  # ">=" rows and the first copy of ranged ones
+        sense = np.where(eq, " = ", np.where(use_lo, " >= ", " <= ")).astype(object)
+        rhs = np.where(use_lo | eq, lo[out_row], hi[out_row])
+        cnt = np.diff(red.row_ptr)[out_row]
+        length = 2 * cnt + 3
+        start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64)
+        out = np.empty(int(length.sum()), dtype=object)
+        out[start] = self._headers(out_row.size)
+        out[start + length - 2] = sense
+        out[start + length - 1] = _tokens(rhs, _line)
+        q = ranges(red.row_ptr, out_row)  # positions into red.nz, row by output row
+        within = q - np.repeat(red.row_ptr[out_row], cnt)
+        pos = np.repeat(start + 1, cnt) + 2 * within
+        nz = red.nz[q]
+        out[pos] = self.coef[nz]
+        out[pos + 1] = self.name_nl[self.inst.indices[nz]]
+        return out
+
+    def write(self, red: Reduced, x_inc: np.ndarray, hamming: int | None = None) -> tuple[str, str]:
+        """Write the sub-MIP and the warm start (``x_inc`` on its variables) to temporary files
+        and return both paths (the caller deletes them)."""
+        cols = red.cols
+        nzv = cols[x_inc[cols] != 0]
+        sol = np.empty(2 * nzv.size, dtype=object)
+        sol[0::2] = self.name_sp[nzv]
+        sol[1::2] = _tokens(x_inc[nzv], _line)
+        paths = []
+        for suffix, text in (
+            (".lp", self.model(red, x_inc, hamming)),
+            (".sol", "".join(sol.tolist())),
+        ):
+            fd, path = tempfile.mkstemp(prefix="pall-sub-", suffix=suffix)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            paths.append(path)
+        return paths[0], paths[1]
+
+    @staticmethod
+    def read_solution(path: str, cols: np.ndarray, base: np.ndarray) -> np.ndarray:
+        """``base`` with the sub-MIP's variables ``cols`` set from a SCIP solution file
+        (``x<j> value (obj:c)`` lines, zeros omitted), parsed as one token array."""
+        x = base.copy()
+        x[cols] = 0.0
+        with open(path) as fh:
+            toks = np.array(fh.read().split())
+        if toks.size == 0:
+            return x
+        at = np.flatnonzero(np.char.startswith(toks, "x"))
+        at = at[at + 1 < toks.size]
+        if at.size:
+            x[np.char.lstrip(toks[at], "x").astype(np.int64)] = toks[at + 1].astype(float)
+        return x
