@@ -56,9 +56,19 @@ def test_mdp_experiment_and_claims_follow_from_rows():
             }.items()
         },
         attribution={"progress-advantage": (5.0, 20), "random": (4.0, 20)},
-        scalars={"policy_sample_accuracy": (0.5, 80), "reference_sample_accuracy": (0.4, 80)},
+        scalars={
+            "policy_sample_accuracy": (40.0, 80),  # rates are (hits, n)
+            "reference_sample_accuracy": (32.0, 80),
+            "policy_training_reward": (60.0, 80),
+            "reference_training_reward": (56.0, 80),
+        },
     )
-    rows = build_rows(mdp, [arith])
+    rows = build_rows(mdp, [arith, arith])
+    rate = {(r.system, r.metric): (r.value, r.n) for r in rows if r.split.startswith("arith")}
+    assert rate["GRPO policy", "sample_accuracy"] == (0.5, 160)
+    assert rate["reference (SFT)", "sample_accuracy"] == (0.4, 160)
+    assert rate["GRPO policy", "training_reward"] == (0.75, 160)
+    assert rate["reference (SFT)", "training_reward"] == (0.7, 160)
     claims = {c.id: c for c in build_claims(rows)}
     assert set(claims) == {
         "pa_matches_exact_advantage",

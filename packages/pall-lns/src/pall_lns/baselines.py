@@ -78,8 +78,11 @@ def run_highs(
         raise PallError(
             "solver HiGHS is missing: highspy is not installed (pip install 'pall-lns[highs]')"
         ) from None
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    from pall_lns.instance import _quiet_stdout
+
+    with _quiet_stdout():  # HiGHS prints its banner on fd 1 whatever output_flag says
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", seed)
     status = h.readModel(str(path))

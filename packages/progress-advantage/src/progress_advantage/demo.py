@@ -65,6 +65,7 @@ class DemoConfig:
                 ),
                 n_test=16,
                 n_orm_prompts=8,
+                n_reward_prompts=8,
                 max_new_tokens=32,
             ),
             arithmetic_seeds=(0,),
@@ -133,13 +134,15 @@ def build_rows(mdp: Sequence[SeedOutcome], arith: Sequence[SeedOutcome]) -> list
         _averaged(rows, "mdp", "auroc", [s.auroc for s in mdp])
         _pooled(rows, "mdp", "attribution_accuracy", [s.attribution for s in mdp])
     if arith:
-        for key, system in (
-            ("policy_sample_accuracy", "GRPO policy"),
-            ("reference_sample_accuracy", "reference (SFT)"),
+        # Scalars of rates are (hits, n): pooled over seeds like the accuracies below.
+        for key, system, metric, split in (
+            ("policy_training_reward", "GRPO policy", "training_reward", "arithmetic-train"),
+            ("reference_training_reward", "reference (SFT)", "training_reward", "arithmetic-train"),
+            ("policy_sample_accuracy", "GRPO policy", "sample_accuracy", "arithmetic"),
+            ("reference_sample_accuracy", "reference (SFT)", "sample_accuracy", "arithmetic"),
         ):
-            _pooled(
-                rows, "arithmetic", "sample_accuracy", [{system: s.scalars[key]} for s in arith]
-            )
+            if all(key in s.scalars for s in arith):
+                _pooled(rows, split, metric, [{system: s.scalars[key]} for s in arith])
         _pooled(rows, "arithmetic", "bon_accuracy", [s.bon for s in arith])
         _averaged(rows, "arithmetic", "auroc", [s.auroc for s in arith])
         _pooled(rows, "arithmetic", "attribution_accuracy", [s.attribution for s in arith])
@@ -250,7 +253,11 @@ def run_demo(
         + f"(a) Tabular chain-with-pit MDP ({config.mdp.length + 2} states, 4 actions, slip "
         f"{config.mdp.slip}, beta {config.mdp.beta}), seeds {list(seeds)}. (b) Multi-step "
         f"arithmetic: reference = `{a.preset}` preset SFT model, policy = GRPO copy (trl, "
-        f"{a.grpo.steps} steps, beta {a.grpo.beta}), {a.n_candidates} samples at temperature "
+        f"{a.grpo.steps} steps of {a.grpo.prompts_per_step} prompts x {a.grpo.num_generations} "
+        f"samples, lr {a.grpo.learning_rate:g}, beta {a.grpo.beta}; `training_reward` = the "
+        f"verifier's reward on {a.n_reward_prompts} fresh training-split prompts x "
+        f"{a.grpo.num_generations} samples before and after GRPO), {a.n_candidates} samples "
+        f"at temperature "
         f"{a.temperature} for each of {a.n_test} held-out problems per seed, seeds "
         f"{list(arith_seeds)}. CPU only; GPU not measured."
     )

@@ -27,15 +27,24 @@ class GRPOSettings:
 
     ``beta`` is the KL coefficient (and the ``β`` of the progress advantage). trl's default is
     0 (no reference); the paper's theory needs a KL-regularised policy, so it is positive here.
-    The learning rate is high because the model is tiny (1.3M parameters) and the CPU budget
-    allows a few dozen updates only.
+    Everything else is trl's default (one update per generation batch, so the clipped ratio is
+    1; group-scaled advantages; linear decay, no warmup; gradients clipped at 1).
+
+    Chosen by the training reward only (the verifier's reward on fresh training-split prompts,
+    sampled as in training, before and after GRPO; never by the demo's claims), see the README:
+    ``learning_rate`` 1e-3 with 4 prompts per step *lowered* the reward on every seed (0.91 ->
+    0.41 on one; per-token KL 0.25): Adam moves every weight by about ``lr`` per step whatever
+    the gradient's size, and with 4 prompts per step only about one group in five has a
+    non-constant reward, so most of each step is noise. 3e-4 still did not raise it; 1e-4 with
+    16 prompts per step raised it on every seed (0.893 -> 0.915, 0.918, 0.916; 128 prompts x 8
+    samples each). 40 steps of 16 prompts draw from ``train_prompts`` = 512 (1.25 passes).
     """
 
     steps: int = 40
     beta: float = 0.05
-    learning_rate: float = 1e-3
+    learning_rate: float = 1e-4
     num_generations: int = 8
-    prompts_per_step: int = 4
+    prompts_per_step: int = 16
     max_completion_length: int = 48
     temperature: float = 1.0
     train_prompts: int = 512
