@@ -128,7 +128,6 @@ class LpText:
     def __init__(self, inst: Instance) -> None:
         self.inst = inst
         n = inst.n
-        self.name = np.array([f"x{j}" for j in range(n)], dtype=object)
         self.name_nl = np.array([f"x{j}\n" for j in range(n)], dtype=object)
         self.name_sp = np.array([f"x{j} " for j in range(n)], dtype=object)
         #: ``" + 3 "``-style coefficient tokens of the CSR entries and of the objective.
