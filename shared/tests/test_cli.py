@@ -24,8 +24,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _write(dir_: Path, package: str = "pkg") -> Path:
     rows = [
-        Row(system="a", metric="acc", value=0.9, n=10),
-        Row(system="b", metric="acc", value=0.5),
+        Row.proportion("a", "acc", 90, 100),
+        Row.proportion("b", "acc", 50, 100),
     ]
     claims = [Claim.compare("a_beats_b", "a beats b", rows, ("a", "acc"), "gt", ("b", "acc"))]
     res = Results(manifest=Manifest.collect(package, "0.1.0", seed=0), rows=rows, claims=claims)
@@ -35,7 +35,7 @@ def _write(dir_: Path, package: str = "pkg") -> Path:
 def test_check_accepts_a_valid_file(tmp_path: Path) -> None:
     proc = _run("check", str(_write(tmp_path)))
     assert proc.returncode == 0
-    assert "1 held, 0 not held" in proc.stdout
+    assert "1 held / 0 not held / 0 inconclusive" in proc.stdout
 
 
 def test_check_rejects_a_corrupted_file_in_one_line(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_collect_builds_the_index(tmp_path: Path) -> None:
     proc = _run("collect", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "index.md").read_text()
-    assert "| one | 0.1.0 | 1/1 | [one](one/report.md) |" in text
+    assert "| one | 0.1.0 | 1 / 0 / 0 | [one](one/report.md) |" in text
     assert "## two 0.1.0" in text
 
 
@@ -96,7 +96,8 @@ def test_demo_quick_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     acc = res.row(f"{preset}-trained", "addition_accuracy", "test")
     assert 0.0 <= acc.value <= 1.0
     assert acc.n == 100
-    assert [c.id for c in res.claims] == ["addition_solved"]
+    assert [c.id for c in res.claims] == ["addition_solved", "addition_premise_untrained_fails"]
+    assert "addition_solved: not held" in proc.stdout  # a failed claim is a result: exit 0
     assert res.row(f"{preset}-trained", "addition_train_seconds").value > 0
     assert (out / "report.md").exists()
     assert (out / "addition_accuracy.png").exists()
@@ -111,3 +112,33 @@ def test_pretrain_trains_into_the_cache(tmp_path: Path, monkeypatch: pytest.Monk
     assert path.is_relative_to(tmp_path / "cache")
     assert (path / "config.json").is_file()
     assert (path / "model.safetensors").is_file()
+
+
+def test_collect_refuses_a_missing_folder(tmp_path: Path) -> None:
+    proc = _run("collect", str(tmp_path / "nowhere"))
+    assert proc.returncode == 2
+    assert "no such directory" in proc.stderr
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--eval-n", "0"], "argument --eval-n: must be >= 1"),
+        (["--steps=-3"], "argument --steps: must be >= 1"),
+        (["--seeds", "3-1"], "empty seed range"),
+        (["--device", "cuda:7"], "--device cuda:7"),
+        (["--device", "tpu"], "not a device"),
+        (["--model", "./no/such/dir"], "--model"),
+        (["--tasks", ","], "names no task"),
+    ],
+)
+def test_demo_bad_flags_are_one_line_and_leave_no_folder(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    proc = _run("demo", "--out", str(out), *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr.strip().splitlines()[-1]  # after argparse's usage lines
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()

@@ -368,7 +368,7 @@ def test_transformers_from_pretrained_round_trip(tiny_chat: Any, tmp_path: Path)
     np.testing.assert_allclose(
         loaded.logprobs(["abc"], ["de"])[0], tiny_chat.logprobs(["abc"], ["de"])[0], atol=1e-6
     )
-    with pytest.raises(LLMError, match="cannot load model"):
+    with pytest.raises(PaperstackError, match="cannot load"):
         TransformersChat.from_pretrained(str(tmp_path / "missing"), local_files_only=True)
 
 
@@ -391,19 +391,28 @@ class FakeOpenAI:
         self.fail_with: list[tuple[int, dict[str, Any]]] = []
         self.stall = 0.0
         self.echo_logprobs = True
+        self.ignore_n = False  # as transformers serve does
         self.requests: list[tuple[str, dict[str, Any], dict[str, str]]] = []
         self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
 
-    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
         if self.fail_with:
             return self.fail_with.pop(0)
+        n = 1 if self.ignore_n else body.get("n", 1)
+        usage = {"prompt_tokens": 3, "completion_tokens": 2 * n, "total_tokens": 3 + 2 * n}
         if path == "/v1/chat/completions":
             text = body["messages"][-1]["content"].upper()
             choices = [
-                {"index": i, "message": {"role": "assistant", "content": f"{text}{i}"}}
-                for i in reversed(range(body.get("n", 1)))  # any order; the client sorts
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": f"{text}{i}"},
+                    "finish_reason": "stop",
+                }
+                for i in reversed(range(n))  # any order; the client sorts
             ]
-            return 200, {"object": "chat.completion", "choices": choices}
+            return 200, {"object": "chat.completion", "choices": choices, "usage": usage}
         if path == "/v1/completions":
             prompt = body["prompt"]
             if body.get("echo"):
@@ -417,8 +426,11 @@ class FakeOpenAI:
                 choice = {"index": 0, "text": prompt}
                 choice["logprobs"] = logprobs if self.echo_logprobs else None
                 return 200, {"object": "text_completion", "choices": [choice]}
-            choices = [{"index": i, "text": f"{prompt[::-1]}{i}"} for i in range(body.get("n", 1))]
-            return 200, {"object": "text_completion", "choices": choices}
+            choices = [
+                {"index": i, "text": f"{prompt[::-1]}{i}", "finish_reason": "length"}
+                for i in range(n)
+            ]
+            return 200, {"object": "text_completion", "choices": choices, "usage": usage}
         return 404, {"object": "error", "message": f"no route {path}", "code": 404}
 
 
@@ -433,9 +445,13 @@ def server() -> Iterator[tuple[str, FakeOpenAI]]:
             with state.lock:
                 state.requests.append((self.path, body, dict(self.headers)))
                 status, payload = state.answer(self.path, body)
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
             if state.stall:
                 time.sleep(state.stall)
-            data = json.dumps(payload).encode()
+            with state.lock:
+                state.in_flight -= 1
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -510,7 +526,7 @@ def test_http_logprobs_from_echoed_prompt(
     body = state.requests[0][1]
     assert body["echo"] is True
     assert body["logprobs"] == 1
-    assert body["max_tokens"] == 0
+    assert body["max_tokens"] == 1
     with pytest.raises(LogprobsUnsupportedError, match="string prompts"):
         chat.logprobs([[{"role": "user", "content": "a"}]], ["b"])
     state.echo_logprobs = False
@@ -526,7 +542,8 @@ def test_http_retries_after_503(server: tuple[str, FakeOpenAI]) -> None:
         assert chat.generate(["ab"]) == [["ba0"]]
     assert len(state.requests) == 3
     state.fail_with = [busy, busy, busy]
-    with pytest.raises(BackendHTTPError, match="HTTP 503: model is loading") as info:
+    expected = r"HTTP 503 after 3 attempt\(s\): model is loading"
+    with pytest.raises(BackendHTTPError, match=expected) as info:
         _client(url, max_retries=2).generate(["ab"])
     assert info.value.status == 503
 
@@ -566,3 +583,75 @@ def test_http_unreachable_server_names_the_url() -> None:
 def test_http_bad_base_url() -> None:
     with pytest.raises(LLMError, match="base_url"):
         _client("localhost:8000")
+
+
+def test_http_returns_usage_and_finish_reason_and_fills_the_ledger(
+    server: tuple[str, FakeOpenAI],
+) -> None:
+    from paperstack.llm import Completion
+
+    url, _ = server
+    with _client(url) as chat:
+        out = chat.generate([[{"role": "user", "content": "hi"}], "abc"])
+        ledger = chat.ledger.to_json()
+    first = out[0][0]
+    assert isinstance(first, Completion)
+    assert first == "HI0"
+    assert (first.finish_reason, first.prompt_tokens, first.completion_tokens) == ("stop", 3, 2)
+    assert out[1][0].finish_reason == "length"
+    assert ledger["calls"] == 2
+    assert ledger["prompt_tokens"] == 6
+    assert ledger["completion_tokens"] == 4
+    assert ledger["retries"] == 0
+    assert ledger["unmetered_calls"] == 0
+
+
+def test_http_server_that_ignores_n_gets_one_request_per_sample(
+    server: tuple[str, FakeOpenAI],
+) -> None:
+    url, state = server
+    state.ignore_n = True
+    with _client(url) as chat:
+        out = chat.generate(["abc"], n=3, temperature=1.0, seed=7)
+    assert len(out[0]) == 3
+    seeds = [body.get("seed") for _, body, _ in state.requests]
+    assert seeds == [7, 8, 9]  # distinct samples, still reproducible
+
+
+def test_http_malformed_json_is_retried_then_one_line(server: tuple[str, FakeOpenAI]) -> None:
+    url, state = server
+    state.fail_with = [(200, b"{not json")] * 3
+    chat = _client(url, max_retries=2)
+    with pytest.raises(BackendHTTPError, match=r"not JSON after 3 attempt") as info:
+        chat.generate(["ab"])
+    assert "\n" not in str(info.value)
+    assert len(state.requests) == 3
+    assert chat.ledger.to_json()["failed"] == 1
+    assert chat.ledger.to_json()["retries"] == 2
+    state.fail_with = [(200, b"[1, 2]")]
+    assert chat.generate(["ab"]) == [["ba0"]]  # retried once, then answered
+
+
+def test_http_500s_are_retried_a_bounded_number_of_times(server: tuple[str, FakeOpenAI]) -> None:
+    url, state = server
+    state.fail_with = [(500, {"detail": "boom"})] * 10
+    with pytest.raises(BackendHTTPError, match=r"HTTP 500 after 4 attempt.*boom"):
+        _client(url, max_retries=3).generate(["ab"])
+    assert len(state.requests) == 4
+
+
+def test_http_one_concurrency_limit_for_the_whole_backend(server: tuple[str, FakeOpenAI]) -> None:
+    url, state = server
+    state.stall = 0.1
+    chat = _client(url, concurrency=2, timeout=5.0)
+    threads = [
+        threading.Thread(target=chat.generate, args=([f"p{t}{i}" for i in range(4)],))
+        for t in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(state.requests) == 12
+    assert state.max_in_flight == 2  # three callers, one limit
+    chat.close()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from paperstack.records import (
@@ -27,8 +28,8 @@ from paperstack.records import (
 
 def _rows() -> list[Row]:
     return [
-        Row(system="method", metric="acc", value=0.91, ci95=(0.88, 0.94), n=500, split="test"),
-        Row(system="baseline", metric="acc", value=0.84, ci95=(0.80, 0.87), n=500, split="test"),
+        Row.proportion("method", "acc", 455, 500, split="test"),
+        Row.proportion("baseline", "acc", 420, 500, split="test"),
         Row(system="method", metric="seconds", value=2.0),
     ]
 
@@ -55,14 +56,124 @@ def test_claims_are_computed_from_rows() -> None:
     beats = Claim.compare(
         "b", "s", rows, ("method", "acc", "test"), "gt", ("baseline", "acc", "test")
     )
+    assert beats.verdict == "held"
     assert beats.held
+    assert beats.method == "newcombe"
     assert beats.lhs_value == 0.91
     assert beats.rhs_value == 0.84
-    assert not Claim.compare("f", "s", rows, ("method", "acc", "test"), "ge", 0.95).held
-    near = Claim.compare("w", "s", rows, ("method", "acc", "test"), "within", 0.9, margin=0.02)
-    assert near.held
-    assert not Claim.compare("l", "s", rows, ("method", "seconds"), "lt", 1.0).held
+    assert beats.diff == pytest.approx(0.07)
+    floor = Claim.compare("f", "s", rows, ("method", "acc", "test"), "ge", 0.95)
+    assert floor.verdict == "not_held"  # Wilson upper bound 0.932 < 0.95
+    assert not floor.held
+    near = Claim.compare("w", "s", rows, ("method", "acc", "test"), "within", 0.9, margin=0.05)
+    assert near.verdict == "held"
+    seconds = Claim.compare("l", "s", rows, ("method", "seconds"), "lt", 1.0)
+    assert seconds.verdict == "inconclusive"  # no interval: nothing to judge by
+    assert seconds.method == "none"
     assert "0.07" in beats.describe()
+    assert beats.describe().endswith(": held")
+
+
+def test_point_estimates_that_favour_a_claim_with_overlapping_intervals_are_inconclusive() -> None:
+    """The acceptance case of core 0.2: method ahead on every seed's mean, seeds noisy."""
+    rows = [
+        Row.from_seeds("method", "pass@16", {0: 0.83, 1: 0.79, 2: 0.84}),
+        Row.from_seeds("baseline", "pass@16", {0: 0.80, 1: 0.81, 2: 0.80}),
+    ]
+    claim = Claim.compare("c", "method beats baseline", rows, ("method", "pass@16"), "gt",
+                          ("baseline", "pass@16"))  # fmt: skip
+    assert claim.lhs_value > claim.rhs_value  # the point estimates favour it ...
+    assert claim.method == "paired-t"
+    assert claim.ci95 is not None
+    assert claim.ci95[0] < 0 < claim.ci95[1]  # ... but the interval of d straddles 0
+    assert claim.verdict == "inconclusive"
+    assert not claim.held
+
+
+def test_an_interval_that_clears_the_margin_is_held_and_one_below_it_not_held() -> None:
+    rows = [
+        Row.from_seeds("method", "acc", {0: 0.90, 1: 0.92, 2: 0.91, 3: 0.93}),
+        Row.from_seeds("baseline", "acc", {0: 0.80, 1: 0.81, 2: 0.80, 3: 0.82}),
+    ]
+    held = Claim.compare("h", "s", rows, ("method", "acc"), "gt", ("baseline", "acc"), 0.05)
+    assert held.verdict == "held"
+    assert held.ci95 is not None
+    assert held.ci95[0] > 0.05
+    # d = 0.1075; t(0.975, 3) = 3.182; the differences are 0.10, 0.11, 0.11, 0.11
+    d = [0.10, 0.11, 0.11, 0.11]
+    half = 3.182446 * float(np.std(d, ddof=1)) / 2
+    assert held.ci95 == pytest.approx((0.1075 - half, 0.1075 + half), rel=1e-5)
+    not_held = Claim.compare("n", "s", rows, ("method", "acc"), "gt", ("baseline", "acc"), 0.2)
+    assert not_held.verdict == "not_held"  # the whole interval lies below 0.2
+    reversed_ = Claim.compare("r", "s", rows, ("baseline", "acc"), "gt", ("method", "acc"))
+    assert reversed_.verdict == "not_held"
+
+
+def test_one_seed_or_zero_width_is_inconclusive_never_held() -> None:
+    rows = [
+        Row.from_seeds("a", "m", {0: 0.9}),
+        Row.from_seeds("b", "m", {0: 0.1}),
+        Row.from_seeds("c", "m", {0: 0.5, 1: 0.6}),
+        Row.from_seeds("d", "m", {0: 0.4, 1: 0.5}),
+        Row(system="e", metric="m", value=3.0, ci95=(3.0, 3.0)),
+    ]
+    assert Claim.compare("one", "s", rows, ("a", "m"), "gt", ("b", "m")).verdict == "inconclusive"
+    # c - d is 0.1 on both seeds: no spread is visible, so nothing is known about it
+    same = Claim.compare("zero", "s", rows, ("c", "m"), "gt", ("d", "m"))
+    assert same.verdict == "inconclusive"
+    assert Claim.compare("flat", "s", rows, ("e", "m"), "gt", 1.0).verdict == "inconclusive"
+
+
+def test_exact_claims_stay_boolean_and_say_so() -> None:
+    rows = [Row(system="codec", metric="mismatches", value=0.0, n=65536)]
+    ok = Claim.compare("lossless", "s", rows, ("codec", "mismatches"), "le", 0.0, exact=True)
+    assert (ok.verdict, ok.method, ok.ci95, ok.exact) == ("held", "exact", None, True)
+    bad = Claim.compare("lossy", "s", rows, ("codec", "mismatches"), "gt", 0.0, exact=True)
+    assert bad.verdict == "not_held"
+    assert "(exact)" in ok.describe()
+
+
+def test_within_is_two_one_sided_tests() -> None:
+    rows = [
+        Row.from_seeds("a", "loss", {0: 1.00, 1: 1.02, 2: 1.01}),
+        Row.from_seeds("b", "loss", {0: 1.01, 1: 1.01, 2: 1.02}),
+        Row.from_seeds("c", "loss", {0: 1.50, 1: 1.52, 2: 1.49}),
+    ]
+    close = Claim.compare("w", "s", rows, ("a", "loss"), "within", ("b", "loss"), margin=0.1)
+    assert close.verdict == "held"
+    far = Claim.compare("f", "s", rows, ("c", "loss"), "within", ("b", "loss"), margin=0.1)
+    assert far.verdict == "not_held"
+    tight = Claim.compare("t", "s", rows, ("a", "loss"), "within", ("b", "loss"), margin=0.01)
+    assert tight.verdict == "inconclusive"
+
+
+def test_item_pairs_use_a_paired_bootstrap_and_mixed_rows_the_normal_approximation() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.uniform(size=200)
+    rows = [
+        Row.from_items("m", "score", {i: float(v + 0.05) for i, v in enumerate(base)}),
+        Row.from_items("b", "score", {i: float(v) for i, v in enumerate(base)}),
+        Row(system="x", metric="score", value=0.6, ci95=(0.55, 0.65), n=50),
+    ]
+    paired = Claim.compare("p", "s", rows, ("m", "score"), "gt", ("b", "score"))
+    assert paired.method == "paired-bootstrap"
+    assert paired.verdict == "inconclusive"  # every difference is 0.05: a zero-width interval
+    mixed = Claim.compare("q", "s", rows, ("x", "score"), "gt", ("b", "score"))
+    assert mixed.method == "normal"
+    assert mixed.ci95 is not None
+    assert mixed.ci95[0] < mixed.diff < mixed.ci95[1]
+
+
+def test_rows_check_their_samples_and_proportions() -> None:
+    with pytest.raises(ValueError, match="not the mean of its seeds"):
+        Row(system="a", metric="m", value=0.5, seeds={"0": 0.1, "1": 0.2})
+    with pytest.raises(ValueError, match="not k/n"):
+        Row(system="a", metric="m", value=0.5, k=3, n=10)
+    with pytest.raises(ValueError, match="seeds or items, not both"):
+        Row(system="a", metric="m", value=0.1, seeds={"0": 0.1}, items={"0": 0.1})
+    row = Row.from_seeds("a", "m", {0: 0.1, 1: 0.3})
+    assert row.seeds == {"0": 0.1, "1": 0.3}
+    assert row.n == 2
 
 
 def test_claim_naming_a_missing_row_is_rejected() -> None:
@@ -73,8 +184,8 @@ def test_claim_naming_a_missing_row_is_rejected() -> None:
 def test_roundtrip(tmp_path: Path) -> None:
     path = _results(tmp_path)
     loaded = load_results(path)
-    assert loaded.row("method", "acc", "test").ci95 == (0.88, 0.94)
-    assert [c.held for c in loaded.claims] == [True, False]
+    assert loaded.row("method", "acc", "test").k == 455
+    assert [c.verdict for c in loaded.claims] == ["held", "not_held"]
     assert loaded.manifest.seed == 3
     assert "numpy" in loaded.manifest.libraries
     assert load_results(tmp_path) == loaded  # a directory means its results.json
@@ -87,9 +198,16 @@ def test_roundtrip(tmp_path: Path) -> None:
         (lambda d: d["rows"][0].pop("metric"), "field 'rows[0].metric': Field required"),
         (lambda d: d.pop("manifest"), "field 'manifest'"),
         (lambda d: d["rows"][0].__setitem__("ci95", [1.0, 0.0]), "field 'rows[0].ci95'"),
-        (lambda d: d["claims"][0].__setitem__("held", False), "does not follow from its rows"),
+        (lambda d: d["claims"][0].__setitem__("held", False), "contradicts verdict"),
+        (
+            lambda d: d["claims"][0].update(held=False, verdict="inconclusive"),
+            "does not follow from its rows",
+        ),
         (lambda d: d["claims"][1].__setitem__("lhs_value", 0.99), "field 'claims[1]'"),
+        (lambda d: d["claims"][0].__setitem__("ci95", [0.2, 0.3]), "does not follow"),
+        (lambda d: d["rows"][0].__setitem__("k", 300), "field 'rows[0]'"),
         (lambda d: d.__setitem__("schema", 7), "field 'schema'"),
+        (lambda d: d.__setitem__("schema", 1), "paperstack-core 0.1: rerun the demo"),
         (lambda d: d["rows"].append(dict(d["rows"][0])), "duplicate row"),
         (lambda d: d.__setitem__("extra", 1), "field 'extra'"),
     ],
@@ -193,3 +311,14 @@ def test_manifest_records_the_run() -> None:
     assert m.host["cpus"] == os.cpu_count()
     assert m.finished is not None
     assert m.started <= m.finished
+
+
+def test_atomic_write_to_a_directory_or_under_a_file_is_one_line(tmp_path: Path) -> None:
+    from paperstack.errors import PaperstackError
+
+    with pytest.raises(PaperstackError, match="is a directory; name a file"):
+        atomic_write(tmp_path, "x")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(PaperstackError, match="exists and is not a directory"):
+        atomic_write(blocker / "out.json", "x")

@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from paperstack.records import Claim, Manifest, Results, Row
-from paperstack.report import bar_chart, claims_table, markdown_table, write_report
+from paperstack.report import (
+    bar_chart,
+    claims_table,
+    format_value,
+    markdown_table,
+    write_report,
+)
 
 
 def _results() -> Results:
     rows = [
         Row(system="method", metric="acc", value=0.912, ci95=(0.881, 0.937), n=400),
-        Row(system="baseline", metric="acc", value=0.8, n=400),
+        Row(system="baseline", metric="acc", value=0.8, ci95=(0.758, 0.837), n=400),
     ]
     claim = Claim.compare(
         "beats", "method | beats baseline", rows, ("method", "acc"), "gt", ("baseline", "acc")
@@ -24,15 +30,24 @@ def test_markdown_table_shows_value_interval_and_n() -> None:
     lines = table.strip().splitlines()
     assert lines[0] == "| system | metric | value [95% CI] | n |"
     assert lines[2] == "| method | acc | 0.912 [0.881, 0.937] | 400 |"
-    assert lines[3] == "| baseline | acc | 0.8 | 400 |"
+    assert lines[3] == "| baseline | acc | 0.800 [0.758, 0.837] | 400 |"
     assert markdown_table([]) == "_no rows_\n"
 
 
 def test_claims_table_escapes_and_explains() -> None:
     text = claims_table(_results().claims)
     assert "method \\| beats baseline" in text
-    assert "| beats | yes |" in text
-    assert "method/acc (0.912) - baseline/acc (0.8)" in text
+    assert "| beats | held |" in text
+    assert "0.112 [0.0637, 0.161]" in text  # d and its interval (normal approximation)
+    assert "method/acc - baseline/acc > 0; normal, n=400" in text
+    assert "1 held / 0 not held / 0 inconclusive" in text
+
+
+def test_numbers_keep_the_precision_claims_need() -> None:
+    assert format_value(0.99987, (0.99981, 0.99992)) == "0.999870 [0.999810, 0.999920]"
+    assert format_value(12.045) == "12.045"
+    assert format_value(101049.0) == "101049"
+    assert format_value(0.5, (0.4, 0.6)) == "0.500 [0.400, 0.600]"
 
 
 def test_report_and_figure(tmp_path: Path) -> None:

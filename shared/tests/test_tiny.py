@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -148,6 +151,56 @@ def test_pretrained_caches_atomically(tmp_path: Path, monkeypatch: pytest.Monkey
     model2, _ = tiny.pretrained("micro", ("addition",), steps=3, progress=False)
     for p, q in zip(model.parameters(), model2.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+def test_two_processes_asking_at_once_train_once(tmp_path: Path) -> None:
+    """The second process waits on the first's lock and loads what it trained."""
+    log = tmp_path / "trained.log"
+    code = (
+        "import os, sys\n"
+        "from paperstack import tiny\n"
+        "real = tiny.train\n"
+        "def logged(*a, **k):\n"
+        f"    open({str(log)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "    return real(*a, **k)\n"
+        "tiny.train = logged\n"
+        "model, _ = tiny.pretrained('micro', ('addition',), steps=150, progress=False)\n"
+        "print(float(sum(p.sum() for p in model.parameters())))\n"
+    )
+    env = {**os.environ, "PAPERSTACK_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert len(log.read_text().splitlines()) == 1  # trained once
+    assert outs[0] == outs[1]  # and both have the same weights
+    entries = list((tmp_path / "cache" / "tiny").iterdir())
+    assert len(entries) == 1
+
+
+def test_cache_key_follows_the_code_not_its_docstrings(tmp_path: Path) -> None:
+    source = Path(tiny.__file__).read_text()
+    files = {
+        "same": source,
+        "docs": source.replace(
+            '"""The toy world\'s models', '"""Reworded: the toy world\'s models'
+        ),
+        "comment": source.replace("#: Per-task defaults", "#: Per-task defaults (edited)"),
+        "code": source.replace("return 0.1 + 0.9 * 0.5", "return 0.2 + 0.8 * 0.5"),
+    }
+    digests = {}
+    for name, text in files.items():
+        assert name == "same" or text != source  # every edit really applied
+        path = tmp_path / name / "tiny.py"
+        path.parent.mkdir()
+        path.write_text(text)
+        digests[name] = tiny.code_digest([path])
+    assert digests["docs"] == digests["same"] == digests["comment"]
+    assert digests["code"] != digests["same"]
+    key = tiny._cache_key("micro", [tasks.get("addition")], tiny.Recipe(steps=5), 0)
+    assert key["code"] == tiny.code_digest()
 
 
 # ------------------------------------------------------------------ the floors (slow)

@@ -112,3 +112,22 @@ def test_select_changed_maps_paths(repo):
 def test_empty_packages_dir_is_fine(tmp_path):
     (tmp_path / "packages").mkdir()
     assert discover(tmp_path) == []
+
+
+def test_with_cli_keeps_only_packages_with_a_command_line(repo):
+    repo.write(
+        "packages/beta/pyproject.toml",
+        """\
+        [project]
+        name = "beta"
+        dynamic = ["version"]
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["src/beta"]
+        """,
+    )
+    repo.write("packages/beta/src/beta/__init__.py", '__version__ = "0.1.0"\n')
+    repo.commit("beta: a library without a CLI")
+    assert listed(repo.changed("--all")) == [*ALL, "beta"]
+    proc = repo.changed("--all", "--with-cli", "--json")
+    assert json.loads(proc.stdout) == ALL

@@ -4,13 +4,17 @@ Every paperstack package reports through one schema so that ``nox -s reproduce``
 all nineteen reports into one index, and so that a reader can check a claim against the numbers
 it was computed from:
 
-``results.json`` = ``{"schema": 1, "manifest": {...}, "rows": [...], "claims": [...]}``
+``results.json`` = ``{"schema": 2, "manifest": {...}, "rows": [...], "claims": [...]}``
 
 - a *row* is one measured number: ``system`` (the method or baseline), ``metric``, ``value``,
-  optional ``ci95`` (low, high), ``n`` (sample size) and ``split``;
-- a *claim* is a comparison between rows (or a row and a constant) whose truth is computed by
-  :meth:`Claim.compare` from the rows, never typed in. The comparison is stored with the claim, so
-  :func:`load_results` recomputes every claim and rejects a file whose ``held`` disagrees.
+  optional ``ci95`` (low, high), ``n`` (sample size) and ``split``, and what a comparison needs:
+  the per-seed or per-item values it averages (``seeds`` / ``items``, keyed by id) or, for a
+  proportion, its ``k`` successes of ``n``;
+- a *claim* is a comparison between rows (or a row and a constant) computed by
+  :meth:`Claim.compare` from the rows, never typed in. Its verdict, *held*, *not_held* or
+  *inconclusive*, comes from the 95% interval of the compared difference, never from two point
+  estimates (:func:`judge`). The comparison is stored with the claim, so :func:`load_results`
+  recomputes every claim and rejects a file whose verdict does not follow from its rows.
 
 Writes are crash-safe: :func:`atomic_write` writes a temporary file, fsyncs it and renames it over
 the target, so a killed run leaves the old file or the new one, never half of one. JSONL logs are
@@ -34,16 +38,25 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from paperstack.errors import PaperstackError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "VERDICT_TEXT",
     "Claim",
     "JsonlWriter",
+    "Judgement",
     "Manifest",
     "Results",
     "ResultsFormatError",
@@ -51,13 +64,15 @@ __all__ = [
     "RowKey",
     "atomic_write",
     "atomic_write_json",
+    "judge",
     "load_results",
     "prepare_out_dir",
     "read_jsonl",
+    "verdict_counts",
     "write_results",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Libraries whose versions a manifest records when they are installed.
 TRACKED_LIBRARIES = (
@@ -104,13 +119,23 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> Path:
     not the owner-only mode of the temporary file.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        raise PaperstackError(f"{target}: is a directory; name a file to write")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise PaperstackError(f"{target.parent}: exists and is not a directory") from None
+    except OSError as exc:
+        raise PaperstackError(f"{target.parent}: cannot create ({exc.strerror})") from None
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
         mode = stat.S_IMODE(target.stat().st_mode)
     except OSError:
         mode = 0o666 & ~_UMASK
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise PaperstackError(f"{target}: cannot write there ({exc.strerror})") from None
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
@@ -331,7 +356,20 @@ class Manifest(_Model):
 
 
 class Row(_Model):
-    """One measured number: ``value`` of ``metric`` for ``system`` on ``split``."""
+    """One measured number: ``value`` of ``metric`` for ``system`` on ``split``.
+
+    What a claim can be judged on comes with the row:
+
+    - ``seeds`` or ``items``: the per-seed (or per-item) values the number averages, keyed by
+      seed or item id, so two rows measured on the same seeds or items compare *paired*;
+      ``value`` must be their mean;
+    - ``k`` successes of ``n``: a proportion (``value == k / n``), compared by Newcombe's
+      interval;
+    - ``ci95``: the row's own 95% interval, used when nothing finer is there.
+
+    Build them with :meth:`from_seeds`, :meth:`from_items` and :meth:`proportion`, which fill in
+    ``value``, ``ci95`` and ``n`` consistently.
+    """
 
     system: str = Field(min_length=1)
     metric: str = Field(min_length=1)
@@ -340,6 +378,9 @@ class Row(_Model):
     n: int | None = Field(default=None, ge=0)
     split: str | None = None
     unit: str | None = None
+    k: int | None = Field(default=None, ge=0)
+    seeds: dict[str, float] | None = None
+    items: dict[str, float] | None = None
 
     @field_validator("value")
     @classmethod
@@ -353,11 +394,120 @@ class Row(_Model):
     def _ordered(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
         if v is not None and not v[0] <= v[1]:
             raise ValueError("low bound must not exceed high bound")
+        if v is not None and not all(math.isfinite(b) for b in v):
+            raise ValueError("bounds must be finite numbers")
         return v
+
+    @field_validator("seeds", "items", mode="before")
+    @classmethod
+    def _string_keys(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {str(key): value for key, value in v.items()}
+        return v
+
+    @field_validator("seeds", "items")
+    @classmethod
+    def _finite_samples(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("must hold at least one value")
+            if not all(math.isfinite(x) for x in v.values()):
+                raise ValueError("every value must be a finite number")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Row:
+        if self.seeds is not None and self.items is not None:
+            raise ValueError("a row carries seeds or items, not both")
+        samples = self.samples
+        if samples is not None:
+            mean = math.fsum(samples.values()) / len(samples)
+            if not math.isclose(self.value, mean, rel_tol=1e-6, abs_tol=1e-9):
+                raise ValueError(
+                    f"value {self.value:.6g} is not the mean of its {self.sample_unit}s "
+                    f"({mean:.6g})"
+                )
+        if self.k is not None:
+            if self.n is None or self.n == 0 or self.k > self.n:
+                raise ValueError(f"k={self.k} needs n >= k and n > 0 (a proportion k/n)")
+            if not math.isclose(self.value, self.k / self.n, rel_tol=1e-9, abs_tol=1e-12):
+                raise ValueError(f"value {self.value:.6g} is not k/n = {self.k}/{self.n}")
+        return self
 
     @property
     def key(self) -> RowKey:
         return RowKey(system=self.system, metric=self.metric, split=self.split)
+
+    @property
+    def samples(self) -> dict[str, float] | None:
+        """The per-seed or per-item values, whichever the row carries."""
+        return self.seeds if self.seeds is not None else self.items
+
+    @property
+    def sample_unit(self) -> str | None:
+        """``"seed"``, ``"item"`` or None."""
+        return "seed" if self.seeds is not None else "item" if self.items is not None else None
+
+    def interval(self) -> tuple[float, float] | None:
+        """This row's own 95% interval: from its samples, its ``k/n``, else its ``ci95``."""
+        from paperstack import stats
+
+        if self.samples is not None:
+            return _samples_ci(self.samples, self.sample_unit or "seed")
+        if self.k is not None and self.n:
+            return stats.wilson_ci(self.k, self.n)
+        return self.ci95
+
+    @classmethod
+    def from_seeds(
+        cls, system: str, metric: str, values: Mapping[Any, float], **fields: Any
+    ) -> Row:
+        """A row averaging per-seed ``values`` (``{seed: value}``), with a Student-t ``ci95``."""
+        if not values:
+            raise ResultsFormatError(f"row {system}/{metric}: no seed values")
+        seeds = {str(k): float(v) for k, v in values.items()}
+        mean = math.fsum(seeds.values()) / len(seeds)
+        ci = _samples_ci(seeds, "seed")
+        return cls(
+            system=system, metric=metric, value=mean, ci95=ci, n=len(seeds), seeds=seeds, **fields
+        )
+
+    @classmethod
+    def from_items(
+        cls, system: str, metric: str, values: Mapping[Any, float], **fields: Any
+    ) -> Row:
+        """A row averaging per-item ``values`` (``{item id: value}``): bootstrap ``ci95``
+        (Student t below ten items)."""
+        if not values:
+            raise ResultsFormatError(f"row {system}/{metric}: no item values")
+        items = {str(k): float(v) for k, v in values.items()}
+        mean = math.fsum(items.values()) / len(items)
+        ci = _samples_ci(items, "item")
+        return cls(
+            system=system, metric=metric, value=mean, ci95=ci, n=len(items), items=items, **fields
+        )
+
+    @classmethod
+    def proportion(cls, system: str, metric: str, k: int, n: int, **fields: Any) -> Row:
+        """A proportion ``k / n`` with its Wilson ``ci95``."""
+        from paperstack.stats import wilson_ci
+
+        if n <= 0 or not 0 <= k <= n:
+            raise ResultsFormatError(f"row {system}/{metric}: needs 0 <= k <= n and n > 0")
+        return cls(
+            system=system, metric=metric, value=k / n, ci95=wilson_ci(k, n), n=n, k=k, **fields
+        )
+
+
+def _samples_ci(samples: Mapping[str, float], unit: str) -> tuple[float, float]:
+    from paperstack import stats
+
+    values = list(samples.values())
+    if unit == "item" and len(values) >= stats.MIN_BOOTSTRAP_N:
+        return stats.bootstrap_ci(
+            values, resamples=stats.VERDICT_RESAMPLES, seed=stats.VERDICT_SEED
+        )[1]
+    return stats.mean_ci(values)[1]
 
 
 class RowKey(_Model):
@@ -384,27 +534,130 @@ class RowKey(_Model):
 
 _OPS: dict[str, str] = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "within": "|d| <="}
 
+Verdict = Literal["held", "not_held", "inconclusive"]
+#: How the interval of ``d`` was obtained, best information first.
+Method = Literal[
+    "exact",  # a deterministic identity: judged on the point values, no interval
+    "paired-t",  # Student t over per-seed differences (or per-item, below ten items)
+    "paired-bootstrap",  # paired percentile bootstrap over per-item differences
+    "newcombe",  # two proportions: Newcombe's hybrid score interval
+    "wilson",  # one proportion against a constant
+    "t",  # per-seed values against a constant (or per-item, below ten items)
+    "bootstrap",  # per-item values against a constant
+    "normal",  # the two rows' own intervals combined (MOVER / normal approximation)
+    "row-ci",  # one row's own interval against a constant
+    "none",  # nothing to judge by: inconclusive
+]
 
-def _decide(op: str, d: float, margin: float) -> bool:
+
+def _verdict(op: str, lo: float, hi: float, margin: float) -> Verdict:
+    """Held when the whole interval lies past the margin in the claimed direction, not held
+    when it lies wholly on the other side, inconclusive when it straddles."""
     if op == "gt":
-        return d > margin
+        return "held" if lo > margin else "not_held" if hi <= margin else "inconclusive"
     if op == "ge":
-        return d >= margin
+        return "held" if lo >= margin else "not_held" if hi < margin else "inconclusive"
     if op == "lt":
-        return d < margin
+        return "held" if hi < margin else "not_held" if lo >= margin else "inconclusive"
     if op == "le":
-        return d <= margin
-    if op == "within":
-        return abs(d) <= margin
+        return "held" if hi <= margin else "not_held" if lo > margin else "inconclusive"
+    if op == "within":  # two one-sided tests: inside [-margin, margin] as a whole
+        if -margin <= lo and hi <= margin:
+            return "held"
+        return "not_held" if lo > margin or hi < -margin else "inconclusive"
     raise ResultsFormatError(f"claim op {op!r} is not one of {sorted(_OPS)}")
+
+
+def _exact_verdict(op: str, d: float, margin: float) -> Verdict:
+    """A deterministic identity is true or false: the interval is the point itself."""
+    if op == "within":
+        return "held" if abs(d) <= margin else "not_held"
+    return "held" if _verdict(op, d, d, margin) == "held" else "not_held"
+
+
+class Judgement(NamedTuple):
+    """What :func:`judge` finds: the point difference, its interval, how, over how many."""
+
+    diff: float
+    ci95: tuple[float, float] | None
+    method: Method
+    n: int | None
+    verdict: Verdict
+
+
+def judge(
+    op: str, lhs: Row, rhs: Row | float, margin: float = 0.0, *, exact: bool = False
+) -> Judgement:
+    """The verdict on ``d = lhs - rhs`` against ``margin``, from the best information the rows
+    carry: paired samples, then two proportions, then the rows' own intervals, else none.
+
+    One seed, or an interval of zero width (spread unknowable), is inconclusive, never held;
+    ``exact`` claims (deterministic identities) are judged on the point values.
+    """
+    from paperstack import stats
+
+    if op not in _OPS:
+        raise ResultsFormatError(f"claim op {op!r} is not one of {sorted(_OPS)}")
+    rv = float(rhs) if not isinstance(rhs, Row) else rhs.value
+    point = lhs.value - rv
+    if exact:
+        return Judgement(point, None, "exact", None, _exact_verdict(op, point, margin))
+
+    ci: tuple[float, float] | None = None
+    n: int | None = None
+    method: Method = "none"
+    if isinstance(rhs, Row):
+        lu, ru = lhs.sample_unit, rhs.sample_unit
+        ls, rs = lhs.samples, rhs.samples
+        shared = set(ls or ()) & set(rs or ())
+        if lu is not None and lu == ru and ls is not None and rs is not None and shared:
+            point, ci, n = stats.paired_diff_ci(ls, rs, unit=lu)
+            boot = lu == "item" and n >= stats.MIN_BOOTSTRAP_N
+            method = "paired-bootstrap" if boot else "paired-t"
+        elif lhs.k is not None and rhs.k is not None and lhs.n and rhs.n:
+            ci = stats.newcombe_diff_ci(lhs.k, lhs.n, rhs.k, rhs.n)
+            method, n = "newcombe", min(lhs.n, rhs.n)
+        else:
+            li, ri = lhs.interval(), rhs.interval()
+            if li is not None and ri is not None:
+                ci = stats.mover_diff_ci(lhs.value, li, rhs.value, ri)
+                method = "normal"
+                n = _min_n(lhs, rhs)
+    else:
+        if lhs.samples is not None:
+            unit = lhs.sample_unit or "seed"
+            size = len(lhs.samples)
+            boot = unit == "item" and size >= stats.MIN_BOOTSTRAP_N
+            method, n = ("bootstrap" if boot else "t"), size
+            lo, hi = _samples_ci(lhs.samples, unit)
+            ci = (lo - rv, hi - rv)
+        elif lhs.k is not None and lhs.n:
+            lo, hi = stats.wilson_ci(lhs.k, lhs.n)
+            ci, method, n = (lo - rv, hi - rv), "wilson", lhs.n
+        elif lhs.ci95 is not None:
+            ci, method, n = (lhs.ci95[0] - rv, lhs.ci95[1] - rv), "row-ci", lhs.n
+    # Zero width (up to rounding) means the spread was not seen, not that there is none.
+    flat = ci is not None and ci[1] - ci[0] <= 1e-9 * max(1.0, abs(point))
+    if ci is None or flat or (n is not None and n < 2):
+        return Judgement(point, ci, method, n, "inconclusive")
+    return Judgement(point, ci, method, n, _verdict(op, ci[0], ci[1], margin))
+
+
+def _min_n(a: Row, b: Row) -> int | None:
+    sizes = [r.n for r in (a, b) if r.n is not None]
+    return min(sizes) if sizes else None
 
 
 class Claim(_Model):
     """A paper's claim checked on this run's rows.
 
-    With ``d = lhs - rhs`` (``rhs`` a row or a constant) the claim holds when
-    ``d > margin`` (gt), ``d >= margin`` (ge), ``d < margin`` (lt), ``d <= margin`` (le) or
-    ``|d| <= margin`` (within). Build claims with :meth:`compare`; ``held`` is derived.
+    With ``d = lhs - rhs`` (``rhs`` a row or a constant) the claim is that ``d > margin`` (gt),
+    ``d >= margin`` (ge), ``d < margin`` (lt), ``d <= margin`` (le) or ``|d| <= margin``
+    (within). Its ``verdict`` comes from the 95% interval of ``d`` (see :func:`judge`): *held*
+    when the whole interval clears the margin in the claimed direction, *not_held* when it lies
+    wholly on the other side, *inconclusive* otherwise. ``exact`` claims (a lossless round trip,
+    a byte-identical rebuild) are deterministic and judged on the values. Build claims with
+    :meth:`compare`; every judged field is derived and rechecked on load.
     """
 
     id: str = Field(min_length=1)
@@ -413,9 +666,21 @@ class Claim(_Model):
     lhs: RowKey
     rhs: RowKey | float
     margin: float = 0.0
+    exact: bool = False
     lhs_value: float
     rhs_value: float
+    diff: float
+    ci95: tuple[float, float] | None = None
+    method: Method
+    n: int | None = None
+    verdict: Verdict
     held: bool
+
+    @model_validator(mode="after")
+    def _held_is_verdict(self) -> Claim:
+        if self.held != (self.verdict == "held"):
+            raise ValueError(f"held={self.held} contradicts verdict {self.verdict!r}")
+        return self
 
     @classmethod
     def compare(
@@ -427,19 +692,23 @@ class Claim(_Model):
         op: Op,
         rhs: RowKey | Sequence[str | None] | float,
         margin: float = 0.0,
+        *,
+        exact: bool = False,
     ) -> Claim:
-        """Evaluate ``lhs op rhs`` (shifted by ``margin``) on ``rows``; see the class docstring."""
+        """Judge ``lhs - rhs`` against ``margin`` on ``rows``; see the class docstring."""
         if op not in _OPS:
             raise ResultsFormatError(f"claim {id!r}: op {op!r} is not one of {sorted(_OPS)}")
         table = _index(rows)
         left = RowKey.of(lhs)
-        lv = _lookup(table, left, id)
+        lrow = _lookup(table, left, id)
+        right: RowKey | float
+        rrow: Row | float
         if isinstance(rhs, (int, float)):
-            right: RowKey | float = float(rhs)
-            rv = float(rhs)
+            right = rrow = float(rhs)
         else:
             right = RowKey.of(rhs)
-            rv = _lookup(table, right, id)
+            rrow = _lookup(table, right, id)
+        j = judge(op, lrow, rrow, float(margin), exact=exact)
         return cls(
             id=id,
             statement=statement,
@@ -447,36 +716,85 @@ class Claim(_Model):
             lhs=left,
             rhs=right,
             margin=float(margin),
-            lhs_value=lv,
-            rhs_value=rv,
-            held=_decide(op, lv - rv, float(margin)),
+            exact=exact,
+            lhs_value=lrow.value,
+            rhs_value=rrow.value if isinstance(rrow, Row) else rrow,
+            diff=j.diff,
+            ci95=j.ci95,
+            method=j.method,
+            n=j.n,
+            verdict=j.verdict,
+            held=j.verdict == "held",
         )
+
+    def interval_text(self) -> str:
+        """``0.07 [0.02, 0.12]``: the difference and its interval (or ``exact``)."""
+        if self.exact:
+            return f"{self.diff:.4g} (exact)"
+        if self.ci95 is None:
+            return f"{self.diff:.4g} (no interval)"
+        return f"{self.diff:.4g} [{self.ci95[0]:.4g}, {self.ci95[1]:.4g}]"
+
+    def comparison(self) -> str:
+        """``ra2/acc - rmu/acc > 0``: what the claim says about ``d``."""
+        right = str(self.rhs) if isinstance(self.rhs, RowKey) else f"{self.rhs:.6g}"
+        if self.op == "within":
+            return f"|{self.lhs} - {right}| <= {self.margin:.6g}"
+        return f"{self.lhs} - {right} {_OPS[self.op]} {self.margin:.6g}"
 
     def describe(self) -> str:
-        """``ra2/acc (0.91) - rmu/acc (0.84) = 0.07 > 0``: the arithmetic behind ``held``."""
-        right = str(self.rhs) if isinstance(self.rhs, RowKey) else "constant"
+        """``ra2/acc - rmu/acc = 0.07 [0.02, 0.12] > 0 (newcombe, n=500): held``."""
+        right = str(self.rhs) if isinstance(self.rhs, RowKey) else f"{self.rhs:.6g}"
+        how = self.method + (f", n={self.n}" if self.n is not None else "")
+        op = (
+            f"{_OPS[self.op]} {self.margin:.6g}"
+            if self.op != "within"
+            else (f"within ±{self.margin:.6g}")
+        )
         return (
-            f"{self.lhs} ({self.lhs_value:.4g}) - {right} ({self.rhs_value:.4g}) = "
-            f"{self.lhs_value - self.rhs_value:.4g} {_OPS[self.op]} {self.margin:.4g}"
+            f"{self.lhs} - {right} = {self.interval_text()} {op} ({how}): "
+            f"{VERDICT_TEXT[self.verdict]}"
         )
 
 
-def _index(rows: Sequence[Row]) -> dict[RowKey, float]:
-    table: dict[RowKey, float] = {}
+#: How a verdict reads in text: tables, CLI lines, the index.
+VERDICT_TEXT: dict[str, str] = {
+    "held": "held",
+    "not_held": "not held",
+    "inconclusive": "inconclusive",
+}
+
+
+def verdict_counts(claims: Sequence[Claim]) -> str:
+    """``2 held / 1 not held / 1 inconclusive``: the count every summary prints."""
+    held = sum(c.verdict == "held" for c in claims)
+    not_held = sum(c.verdict == "not_held" for c in claims)
+    unsure = sum(c.verdict == "inconclusive" for c in claims)
+    return f"{held} held / {not_held} not held / {unsure} inconclusive"
+
+
+def _index(rows: Sequence[Row]) -> dict[RowKey, Row]:
+    table: dict[RowKey, Row] = {}
     for row in rows:
         if row.key in table:
             raise ResultsFormatError(f"duplicate row {row.key}")
-        table[row.key] = row.value
+        table[row.key] = row
     return table
 
 
-def _lookup(table: Mapping[RowKey, float], key: RowKey, claim_id: str) -> float:
+def _lookup(table: Mapping[RowKey, Row], key: RowKey, claim_id: str) -> Row:
     try:
         return table[key]
     except KeyError:
         raise ResultsFormatError(
             f"claim {claim_id!r} names row {key}, which is not in rows"
         ) from None
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 class Results(_Model):
@@ -492,20 +810,37 @@ class Results(_Model):
     def check(self) -> Results:
         """Recompute every claim from the rows; raise if a stored claim disagrees with them."""
         if self.schema_ != SCHEMA_VERSION:
-            raise ResultsFormatError(f"field 'schema': {self.schema_} is not {SCHEMA_VERSION}")
+            hint = " (written by paperstack-core 0.1: rerun the demo)" if self.schema_ == 1 else ""
+            raise ResultsFormatError(
+                f"field 'schema': {self.schema_} is not {SCHEMA_VERSION}{hint}"
+            )
         table = _index(self.rows)
         ids: set[str] = set()
         for i, claim in enumerate(self.claims):
             if claim.id in ids:
                 raise ResultsFormatError(f"field 'claims[{i}].id': duplicate claim {claim.id!r}")
             ids.add(claim.id)
-            lv = _lookup(table, claim.lhs, claim.id)
-            rv = claim.rhs if isinstance(claim.rhs, float) else _lookup(table, claim.rhs, claim.id)
-            held = _decide(claim.op, lv - rv, claim.margin)
-            if (lv, rv, held) != (claim.lhs_value, claim.rhs_value, claim.held):
+            lrow = _lookup(table, claim.lhs, claim.id)
+            rrow = (
+                claim.rhs if isinstance(claim.rhs, float) else _lookup(table, claim.rhs, claim.id)
+            )
+            j = judge(claim.op, lrow, rrow, claim.margin, exact=claim.exact)
+            rv = rrow if isinstance(rrow, float) else rrow.value
+            stored_ci = claim.ci95 or (None, None)
+            new_ci = j.ci95 or (None, None)
+            same = (
+                _close(lrow.value, claim.lhs_value)
+                and _close(rv, claim.rhs_value)
+                and _close(j.diff, claim.diff)
+                and all(_close(a, b) for a, b in zip(stored_ci, new_ci, strict=True))
+                and (j.method, j.n, j.verdict) == (claim.method, claim.n, claim.verdict)
+            )
+            if not same:
                 raise ResultsFormatError(
                     f"field 'claims[{i}]': claim {claim.id!r} does not follow from its rows "
-                    f"(recomputed held={held})"
+                    f"(recomputed: {j.verdict}, d = {j.diff:.4g}, interval {j.ci95}, "
+                    f"{j.method}; stored: {claim.verdict}, d = {claim.diff:.4g}, interval "
+                    f"{claim.ci95}, {claim.method})"
                 )
         return self
 

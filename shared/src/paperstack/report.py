@@ -11,15 +11,24 @@ written atomically like every other artefact.
 from __future__ import annotations
 
 import io
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from paperstack.records import Claim, Results, Row, atomic_write
+from paperstack.records import (
+    VERDICT_TEXT,
+    Claim,
+    Results,
+    Row,
+    atomic_write,
+    verdict_counts,
+)
 
 __all__ = [
     "bar_chart",
     "claims_table",
+    "format_number",
     "format_value",
     "markdown_table",
     "write_index",
@@ -27,12 +36,33 @@ __all__ = [
 ]
 
 
+def format_number(x: float, digits: int = 5) -> str:
+    """A number with the precision a claim needs: integers whole, others to ``digits``
+    significant digits (``12.045``, ``0.99987``; not ``12`` or ``1``)."""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.{digits}g}"
+
+
 def format_value(value: float, ci95: tuple[float, float] | None = None, digits: int = 3) -> str:
-    """``0.912 [0.881, 0.937]``: the value with its interval, ``digits`` significant digits."""
-    text = f"{value:.{digits}g}"
-    if ci95 is not None:
-        text += f" [{ci95[0]:.{digits}g}, {ci95[1]:.{digits}g}]"
-    return text
+    """``0.912 [0.881, 0.937]``: the value with its interval.
+
+    With an interval, the decimals are those that give the interval's half-width two
+    significant digits (at least ``digits`` significant for the value), so a coverage of
+    ``0.99987 [0.99981, 0.99992]`` is not printed as ``1 [1, 1]``. Without one, five significant
+    digits (integers whole).
+    """
+    if ci95 is None:
+        return format_number(value, max(digits, 5))
+    half = max(value - ci95[0], ci95[1] - value, 0.0)
+    big = max(abs(value), abs(ci95[0]), abs(ci95[1]))
+    if half == 0.0 or big >= 1e6 or big < 1e-6:
+        parts = [format_number(v, max(digits, 5)) for v in (value, *ci95)]
+        return f"{parts[0]} [{parts[1]}, {parts[2]}]"
+    lead = math.floor(math.log10(abs(value))) if value else math.floor(math.log10(half))
+    decimals = max(1 - math.floor(math.log10(half)), digits - 1 - lead, 0)
+    decimals = min(decimals, 8)
+    return f"{value:.{decimals}f} [{ci95[0]:.{decimals}f}, {ci95[1]:.{decimals}f}]"
 
 
 def _cell(text: object) -> str:
@@ -60,16 +90,29 @@ def markdown_table(rows: Sequence[Row], *, digits: int = 3) -> str:
 
 
 def claims_table(claims: Sequence[Claim]) -> str:
-    """Claims as a Markdown table: id, held or not, the statement and the arithmetic behind it."""
+    """Claims as a Markdown table: id, verdict, statement, ``d`` with its 95% interval, and how
+    the interval was obtained."""
     if not claims:
         return "_no claims_\n"
-    lines = ["| claim | held | statement | computed from |", "|---|---|---|---|"]
+    lines = [
+        "| claim | verdict | statement | d = lhs - rhs [95% CI] | compared |",
+        "|---|---|---|---|---|",
+    ]
     for c in claims:
-        verdict = "yes" if c.held else "**no**"
+        verdict = VERDICT_TEXT[c.verdict]
+        verdict = verdict if c.verdict == "held" else f"**{verdict}**"
+        how = c.comparison() + f"; {c.method}" + (f", n={c.n}" if c.n is not None else "")
+        if c.exact:
+            interval = f"{format_number(c.diff)} (exact)"
+        elif c.ci95 is None:
+            interval = f"{format_number(c.diff)} (no interval)"
+        else:
+            # Significant digits per bound: a bound just past the margin must not print as it.
+            interval = f"{c.diff:.4g} [{c.ci95[0]:.3g}, {c.ci95[1]:.3g}]"
         lines.append(
-            f"| {_cell(c.id)} | {verdict} | {_cell(c.statement)} | {_cell(c.describe())} |"
+            f"| {_cell(c.id)} | {verdict} | {_cell(c.statement)} | {interval} | {_cell(how)} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + f"\n{verdict_counts(claims)}.\n"
 
 
 def write_report(
@@ -78,8 +121,10 @@ def write_report(
     title: str,
     intro: str = "",
     figures: Sequence[str | os.PathLike[str]] = (),
+    *,
+    name: str = "report.md",
 ) -> Path:
-    """Write ``out_dir/report.md``: title, intro, results table, claims, figures, run manifest."""
+    """Write ``out_dir/<name>``: title, intro, results table, claims, figures, run manifest."""
     out = Path(out_dir)
     m = results.manifest
     parts = [f"# {title}\n"]
@@ -108,7 +153,7 @@ def write_report(
     if m.command:
         run.append("- command: `" + " ".join(m.command) + "`")
     parts.append("\n".join(run) + "\n")
-    return atomic_write(out / "report.md", "\n".join(parts))
+    return atomic_write(out / name, "\n".join(parts))
 
 
 def bar_chart(
@@ -134,11 +179,16 @@ def bar_chart(
     values = [r.value for r in chosen]
     lower = [r.value - r.ci95[0] if r.ci95 else 0.0 for r in chosen]
     upper = [r.ci95[1] - r.value if r.ci95 else 0.0 for r in chosen]
-    fig, ax = plt.subplots(figsize=(max(3.0, 0.9 * len(chosen) + 1.5), 3.2), dpi=120)
-    ax.bar(labels, values, yerr=[lower, upper], capsize=4, color="#4C72B0")
+    fig, ax = plt.subplots(figsize=(max(3.5, 0.9 * len(chosen) + 1.5), 3.4), dpi=120)
+    positions = list(range(len(chosen)))
+    ax.bar(positions, values, yerr=[lower, upper], capsize=4, color="#4C72B0")
+    positive = [v for v in values if v > 0]
+    if len(positive) == len(values) and positive and max(positive) / min(positive) > 30:
+        # Compared bars would be slivers on a linear axis: show ratios on a log axis instead.
+        ax.set_yscale("log")
+    ax.set_xticks(positions, labels, rotation=30, ha="right", rotation_mode="anchor")
     ax.set_ylabel(metric)
     ax.set_title(title or metric + (f" ({split})" if split else ""))
-    ax.tick_params(axis="x", labelrotation=30)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png")
@@ -161,17 +211,23 @@ def write_index(reports_dir: str | os.PathLike[str]) -> Path:
     parts = [
         "# paperstack reproduction report\n",
         "Every package's `demo` on its embedded defaults (toy scale, CPU unless the manifest "
-        "names a GPU). Claims are computed from the rows; a claim that did not hold says so.\n",
+        "names a GPU). Claims are computed from the rows and judged by the 95% interval of the "
+        "compared difference: held when it clears the margin, not held when it lies wholly on "
+        "the other side, inconclusive otherwise.\n",
     ]
-    summary = ["| package | version | claims held | report |", "|---|---|---|---|"]
+    summary = [
+        "| package | version | held / not held / inconclusive | report |",
+        "|---|---|---|---|",
+    ]
     sections = []
     for path in found:
         res = load_results(path)
         m = res.manifest
-        held = sum(c.held for c in res.claims)
+        counts = [sum(c.verdict == v for c in res.claims) for v in VERDICT_TEXT]
         rel = path.parent.name
         summary.append(
-            f"| {m.package} | {m.version} | {held}/{len(res.claims)} | [{rel}]({rel}/report.md) |"
+            f"| {m.package} | {m.version} | {' / '.join(map(str, counts))} "
+            f"| [{rel}]({rel}/report.md) |"
         )
         sections.append(
             f"## {m.package} {m.version}\n\n"

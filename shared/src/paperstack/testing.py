@@ -6,14 +6,27 @@ plugin registers both markers (so ``--strict-markers`` accepts them everywhere) 
 - skips ``gpu`` tests when no CUDA device is present, so one suite runs on a laptop, in CPU CI and
   on a GPU machine (torch is imported only when a ``gpu`` test was collected);
 - skips ``slow`` tests unless they are asked for, by ``--run-slow`` or by a ``-m`` expression that
-  names ``slow`` (``-m slow``), so a plain ``pytest`` stays the fast suite everywhere.
+  names ``slow`` (``-m slow``), so a plain ``pytest`` stays the fast suite everywhere;
+- gives every package a real OpenAI-compatible server: the session fixture ``openai_server``
+  starts ``transformers serve`` on 127.0.0.1 with a tiny model saved locally and yields the
+  running :class:`~paperstack.llm.serve.TransformersServer` (``.base_url``, ``.model``);
+  ``serve_model(model_dir)`` starts one for a model of the test's own. Without
+  ``transformers[serving]`` installed these tests are skipped, unless
+  ``PAPERSTACK_REQUIRE_SERVER=1`` (set by the nox sessions that install it), where a missing
+  server is a failure rather than a silent skip.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-__all__ = ["cuda_available"]
+__all__ = ["cuda_available", "openai_server", "serve_model", "served_model_dir"]
 
 
 def cuda_available() -> bool:
@@ -49,3 +62,61 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device (marked gpu)")
     for item in gpu_items:
         item.add_marker(skip_gpu)
+
+
+# --------------------------------------------------------------------------- real server fixtures
+
+
+def _need_serving() -> None:
+    from paperstack.llm.serve import serving_available
+
+    if serving_available():
+        return
+    message = "needs transformers[serving] (FastAPI, uvicorn) for a real transformers serve"
+    if os.environ.get("PAPERSTACK_REQUIRE_SERVER") == "1":
+        pytest.fail(message + "; PAPERSTACK_REQUIRE_SERVER=1 forbids skipping")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def served_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A micro tiny Llama (random weights, the toy world's tokenizer and chat template) saved
+    with ``save_pretrained``: small enough that a server starts in seconds."""
+    pytest.importorskip("torch")
+    from paperstack import tiny
+
+    path = tmp_path_factory.mktemp("served-model")
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tiny.QUICK_PRESET, tokenizer, seed=0)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def serve_model(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., Any]]:
+    """``serve_model(model_dir, extra_args=())`` starts ``transformers serve`` for that folder
+    (once per folder and arguments in the session) and returns the running server."""
+    _need_serving()
+    from paperstack.llm.serve import TransformersServer
+
+    servers: dict[tuple[str, tuple[str, ...]], TransformersServer] = {}
+    with contextlib.ExitStack() as stack:
+
+        def start(model_dir: str | os.PathLike[str], extra_args: tuple[str, ...] = ()) -> Any:
+            key = (str(model_dir), tuple(extra_args))
+            if key not in servers:
+                log = tmp_path_factory.mktemp("serve-log") / "server.log"
+                server = TransformersServer(model_dir, extra_args=extra_args, log_path=log)
+                servers[key] = stack.enter_context(server)
+            return servers[key]
+
+        yield start
+
+
+@pytest.fixture(scope="session")
+def openai_server(serve_model: Callable[..., Any], served_model_dir: Path) -> Any:
+    """A running ``transformers serve`` of :func:`served_model_dir` on 127.0.0.1."""
+    return serve_model(served_model_dir)

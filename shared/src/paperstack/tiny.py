@@ -48,7 +48,9 @@ from transformers import (
 
 from paperstack import tasks as _tasks
 from paperstack.cache import cache_root
+from paperstack.checkpoint import load_pretrained
 from paperstack.errors import PaperstackError
+from paperstack.progress import Progress
 
 __all__ = [
     "ASSISTANT",
@@ -127,7 +129,9 @@ DEFAULT_PRESET = "tiny"
 QUICK_PRESET = "micro"
 QUICK_STEPS = 30
 
-#: Bump when the training code changes what a given key produces (invalidates caches).
+#: Bump to invalidate every cached model by hand. The cache key also holds a digest of the code
+#: that builds a model (this module and the task generators, see :func:`code_digest`), so a
+#: change to the tokenizer, a task, the training loop or a recipe retrains without a bump.
 RECIPE_VERSION = 2
 _MANIFEST = "paperstack-tiny.json"
 
@@ -231,9 +235,10 @@ def build_model(
 
 
 def load(name_or_path: str | os.PathLike[str]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Model and tokenizer through the ordinary ``from_pretrained`` path (a directory or hub id)."""
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    model = AutoModelForCausalLM.from_pretrained(name_or_path)
+    """Model and tokenizer through the ordinary ``from_pretrained`` path (a directory or hub
+    id); a truncated or corrupt local folder is one line naming the file."""
+    model = load_pretrained(name_or_path, AutoModelForCausalLM.from_pretrained)
+    tokenizer = load_pretrained(name_or_path, AutoTokenizer.from_pretrained)
     return model, tokenizer
 
 
@@ -304,28 +309,6 @@ def encode_examples(
     return ids, mask, lengths
 
 
-def _progress(enabled: bool, total: int, description: str) -> Any:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        disable=not enabled,
-        transient=False,
-    )
-
-
 def train(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -384,8 +367,7 @@ def train(
     model.train()
     start = time.perf_counter()
     names = "+".join(t.name for t in task_objs)
-    with _threads(num_threads), _progress(progress, steps, names) as bar:
-        job = bar.add_task(f"training {names}", total=steps, loss="-")
+    with _threads(num_threads), Progress(steps, f"training {names}", enabled=progress) as bar:
         for step in range(steps):
             if cursor + batch_size > len(order):
                 order, cursor = torch.randperm(len(examples), generator=generator), 0
@@ -406,8 +388,7 @@ def train(
             if callback is not None:
                 callback(step, losses[-1])
                 model.train()
-            if step % 10 == 0 or step == steps - 1:
-                bar.update(job, completed=step + 1, loss=f"{losses[-1]:.4f}")
+            bar.advance(loss=losses[-1])
     model.eval()
     return {"losses": losses, "seconds": time.perf_counter() - start, "examples": len(examples)}
 
@@ -502,13 +483,44 @@ def _resolve(
     return task_objs, recipe
 
 
+def code_digest(files: Sequence[str | os.PathLike[str]] | None = None) -> str:
+    """SHA-256 of the code that decides what a cached model is: by default this module
+    (tokenizer, presets, recipes, training loop) and every module of :mod:`paperstack.tasks`
+    (the generators).
+
+    Each file is hashed as its syntax tree with docstrings removed, so a changed comment or
+    docstring keeps the cache, and any change to what runs invalidates it.
+    """
+    import ast
+
+    import paperstack.tasks as tasks_pkg
+
+    if files is None:
+        paths = [Path(__file__), *sorted(Path(tasks_pkg.__file__).parent.glob("*.py"))]
+    else:
+        paths = [Path(f) for f in files]
+    digest = hashlib.sha256()
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(body, list)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+        digest.update(path.name.encode() + b"\0" + ast.dump(tree).encode() + b"\0")
+    return digest.hexdigest()
+
+
 def _cache_key(
     preset: str, task_objs: Sequence[_tasks.Task], recipe: Recipe, seed: int
 ) -> dict[str, Any]:
     import tokenizers
     import transformers
-
-    from paperstack import __version__
 
     return {
         "preset": preset,
@@ -517,8 +529,8 @@ def _cache_key(
         "recipe": asdict(recipe),
         "seed": seed,
         "recipe_version": RECIPE_VERSION,
+        "code": code_digest(),
         "versions": {
-            "paperstack": __version__,
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "tokenizers": tokenizers.__version__,
@@ -569,37 +581,51 @@ def pretrained(
     """A tiny model trained on ``task_mix`` (from the cache, else trained now and cached).
 
     The cache root is ``cache_dir``, else ``$PAPERSTACK_CACHE``, else the platform's user
-    cache directory. Training writes into a temporary sibling directory and moves it into
-    place with one ``os.replace``, so a killed run leaves no half-written entry and two
-    concurrent runs cannot corrupt each other. The result loads with ``from_pretrained``.
+    cache directory. Two processes asking for the same model at once train it once: the first
+    holds a file lock beside the entry while it trains, the second waits on the lock and then
+    loads what the first wrote. Training writes into a temporary sibling directory and moves it
+    into place with one ``os.replace``, so a killed run leaves no half-written entry (and its
+    lock is released by the operating system). The result loads with ``from_pretrained``.
     """
+    from filelock import FileLock
+
     path = pretrained_path(preset, task_mix, steps, seed, cache_dir)
     if not (path / _MANIFEST).is_file():
-        task_objs, recipe = _resolve(preset, task_mix, steps)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-        try:
-            tokenizer = build_tokenizer()
-            model = build_model(preset, tokenizer, seed)
-            stats = train(
-                model, tokenizer, task_objs, seed=seed, progress=progress, **asdict(recipe)
-            )
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            manifest = {
-                "key": _cache_key(preset, task_objs, recipe, seed),
-                "train_seconds": stats["seconds"],
-                "final_loss": stats["losses"][-1],
-                "parameters": sum(p.numel() for p in model.parameters()),
-            }
-            (tmp / _MANIFEST).write_text(
-                json.dumps(manifest, indent=2, sort_keys=True, default=str)
-            )
-            try:
-                os.replace(tmp, path)
-            except OSError:
-                if not (path / _MANIFEST).is_file():  # not a concurrent winner: a real error
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        locks = cache_root(cache_dir) / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(locks / f"tiny-{path.name}.lock")):
+            if not (path / _MANIFEST).is_file():  # another process may have trained it
+                _train_into(path, preset, task_mix, steps, seed, progress)
     return load(path)
+
+
+def _train_into(
+    path: Path,
+    preset: str,
+    task_mix: Sequence[str | _tasks.Task],
+    steps: int | None,
+    seed: int,
+    progress: bool,
+) -> None:
+    task_objs, recipe = _resolve(preset, task_mix, steps)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        tokenizer = build_tokenizer()
+        model = build_model(preset, tokenizer, seed)
+        stats = train(model, tokenizer, task_objs, seed=seed, progress=progress, **asdict(recipe))
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        manifest = {
+            "key": _cache_key(preset, task_objs, recipe, seed),
+            "train_seconds": stats["seconds"],
+            "final_loss": stats["losses"][-1],
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "pid": os.getpid(),
+        }
+        (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        if path.exists():  # a stale entry without a manifest (an old, killed run)
+            shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -33,13 +33,20 @@ def test_demo_quick_writes_valid_results_with_claims_from_rows(tmp_path):
     results = load_results(tmp_path / "results.json")  # validates and recomputes every claim
     assert results.manifest.package == "tmpl-dist"
     assert results.manifest.version == __version__
-    assert {c.id for c in results.claims} == {"robust", "clean-cost"}
+    assert {c.id for c in results.claims} == {
+        "premise_outliers_hurt_the_mean",
+        "robust",
+        "clean-cost",
+    }
     for claim in results.claims:
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
         )
-        assert again.held == claim.held
-    assert results.row("median-of-means", "abs_error", "contaminated").n == 40
+        assert again.verdict == claim.verdict
+    row = results.row("median-of-means", "abs_error", "contaminated")
+    assert row.seeds is not None
+    assert sorted(row.seeds) == ["0", "1", "2"]  # per-seed values: claims are paired
+    assert results.manifest.config["trials"] == 40
     assert (tmp_path / "report.md").read_text().startswith("# tmpl-dist")
 
 
@@ -49,6 +56,7 @@ def test_demo_claims_follow_the_rows_not_the_code(tmp_path):
     # Tamper with a row: loading must notice that the stored claim no longer follows from it.
     for row in data["rows"]:
         if row["system"] == "median-of-means" and row["split"] == "contaminated":
+            row["seeds"] = {seed: 1e6 for seed in row["seeds"]}  # a consistent, different row
             row["value"] = 1e6
     (tmp_path / "results.json").write_text(json.dumps(data))
     with pytest.raises(ResultsFormatError, match="robust"):
@@ -72,6 +80,16 @@ def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert err.startswith("tmpl-cli: error: --out")
+
+
+def test_failed_input_leaves_no_output_folder(tmp_path, capsys):
+    data = tmp_path / "short.txt"
+    data.write_text("1.0\n2.0\n")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        main(["demo", "--out", str(out), "--dataset", str(data)])
+    assert "needs at least" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_bad_dataset_is_a_one_line_error(tmp_path, capsys):

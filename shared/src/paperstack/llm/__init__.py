@@ -5,7 +5,10 @@
 - :class:`TransformersChat`: a local transformers model (extra ``torch``);
 - :class:`OpenAIChat`: any OpenAI-compatible server, e.g. vLLM or llama.cpp (extra ``http``);
 - :class:`Recorder`: record every call to a JSONL cassette and replay it with no model;
-- :class:`RuleAgent`: base class for the scripted baselines papers compare against.
+- :class:`RuleAgent`: base class for the scripted baselines papers compare against;
+- :class:`Completion`: the text a backend returns, with finish reason and token usage;
+  :class:`CostLedger`: what a backend spent (calls, tokens, retries), for ``cost_card.json``;
+- :mod:`paperstack.llm.serve`: a real ``transformers serve`` on 127.0.0.1 for tests and demos.
 
 Importing this package imports neither torch, transformers nor httpx: the backends import them
 when they are constructed, so the protocol, cassettes and rule agents work on a base install.
@@ -17,6 +20,7 @@ from paperstack.llm.base import (
     BackendTimeoutError,
     BackendUnreachableError,
     ChatModel,
+    Completion,
     GenerationConfig,
     LLMError,
     LogprobsUnsupportedError,
@@ -26,6 +30,7 @@ from paperstack.llm.base import (
     Prompt,
     generate_one,
 )
+from paperstack.llm.cost import CostLedger
 from paperstack.llm.http import OpenAIChat
 from paperstack.llm.local import TransformersChat
 from paperstack.llm.replay import CassetteError, Recorder, ReplayMissError
@@ -38,6 +43,8 @@ __all__ = [
     "BackendUnreachableError",
     "CassetteError",
     "ChatModel",
+    "Completion",
+    "CostLedger",
     "GenerationConfig",
     "LLMError",
     "LogprobsUnsupportedError",

@@ -31,6 +31,7 @@ __all__ = [
     "BackendTimeoutError",
     "BackendUnreachableError",
     "ChatModel",
+    "Completion",
     "GenerationConfig",
     "LLMError",
     "LogprobsUnsupportedError",
@@ -102,6 +103,42 @@ def require(module: str, *, extra: str, feature: str) -> ModuleType:
 
 
 # --------------------------------------------------------------------------- types
+
+
+class Completion(str):
+    """One generated text, with what the backend said about it.
+
+    A ``str`` (so code that treats completions as text keeps working) that also carries
+    ``finish_reason`` (``"stop"``: the model ended it or a stop string did; ``"length"``:
+    ``max_new_tokens`` ran out) and the token counts as the backend counted them:
+    ``prompt_tokens`` and ``completion_tokens`` (None where the backend did not say).
+    """
+
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+    def __new__(
+        cls,
+        text: str,
+        finish_reason: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+    ) -> Completion:
+        obj = super().__new__(cls, text)
+        obj.finish_reason = finish_reason
+        obj.prompt_tokens = prompt_tokens
+        obj.completion_tokens = completion_tokens
+        return obj
+
+    @property
+    def text(self) -> str:
+        """The plain ``str`` of this completion."""
+        return str.__str__(self)
+
+    def __reduce__(self) -> Any:
+        args = (self.text, self.finish_reason, self.prompt_tokens, self.completion_tokens)
+        return (Completion, args)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +215,8 @@ class ChatModel(Protocol):
         stop: Sequence[str] | None = None,
     ) -> list[list[str]]:
         """``n`` completions for each prompt, in prompt order: ``result[i][j]`` is sample ``j``
-        of prompt ``i``. The prompt itself is not included; stop strings are cut off."""
+        of prompt ``i``. The prompt itself is not included; stop strings are cut off. Backends
+        that know more return :class:`Completion` strings (finish reason, token usage)."""
         ...
 
     def logprobs(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[np.ndarray]:

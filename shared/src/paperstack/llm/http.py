@@ -27,6 +27,7 @@ from paperstack.llm.base import (
     BackendHTTPError,
     BackendTimeoutError,
     BackendUnreachableError,
+    Completion,
     GenerationConfig,
     LLMError,
     LogprobsUnsupportedError,
@@ -36,7 +37,9 @@ from paperstack.llm.base import (
     is_messages,
     prompt_to_json,
     require,
+    truncate_at_stop,
 )
+from paperstack.llm.cost import CostLedger
 
 if TYPE_CHECKING:
     import httpx
@@ -62,10 +65,15 @@ class OpenAIChat:
     gets ``/v1`` added. ``api_key`` defaults to the environment variable ``api_key_env``; local
     servers need none. The key is sent as a bearer token and never appears in ``repr`` or errors.
 
-    Connection errors, timeouts, 408, 429 and 5xx are retried up to ``max_retries`` times with
+    This is the one retry layer (httpx itself does not retry): connection errors, timeouts,
+    408, 429, 5xx and answers that are not JSON are retried up to ``max_retries`` times with
     exponential backoff (``backoff * 2**attempt`` seconds, jittered, capped at ``max_backoff``,
-    and at least the server's ``Retry-After``). The prompts of one call are sent as concurrent
-    requests (``concurrency`` at a time) so a batching server such as vLLM sees them together.
+    and at least the server's ``Retry-After``), then fail with one line. ``concurrency`` is one
+    limit for the whole backend: however many threads call :meth:`generate` at once, at most
+    that many requests are in flight, so a batching server such as vLLM sees a steady load and
+    a rate-limited API is not flooded. Every request is added to :attr:`ledger` (calls, the
+    server's token counts, retries, time); share one :class:`CostLedger` between backends to
+    total them.
     """
 
     def __init__(
@@ -81,6 +89,7 @@ class OpenAIChat:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         concurrency: int = 8,
+        ledger: CostLedger | None = None,
     ) -> None:
         httpx_mod = require("httpx", extra="http", feature="OpenAIChat")
         if max_retries < 0 or timeout <= 0 or backoff < 0 or concurrency < 1:
@@ -95,6 +104,7 @@ class OpenAIChat:
         self.max_backoff = max_backoff
         self.concurrency = concurrency
         self.timeout = timeout
+        self.ledger = ledger if ledger is not None else CostLedger()
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         headers = {"Content-Type": "application/json"}
         if key:
@@ -103,9 +113,13 @@ class OpenAIChat:
             base_url=self.base_url,
             headers=headers,
             timeout=httpx_mod.Timeout(timeout, connect=connect_timeout or min(timeout, 10.0)),
+            limits=httpx_mod.Limits(max_connections=concurrency),
+            transport=httpx_mod.HTTPTransport(retries=0),  # this class is the one retry layer
         )
+        self._slots = threading.BoundedSemaphore(concurrency)
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
+        self._server_n = True  # does the server honour n > 1? (transformers serve does not)
 
     def __repr__(self) -> str:
         return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
@@ -123,53 +137,83 @@ class OpenAIChat:
     # ------------------------------------------------------------------ transport
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST JSON, retrying transient failures; every failure ends as one-line BackendError."""
+        """POST JSON under the backend's concurrency limit, retrying transient failures; every
+        failure ends as one-line BackendError. The request goes into the ledger."""
+        started = time.monotonic()
+        attempts = [0]
+        try:
+            data = self._post_with_retries(path, body, attempts)
+        except BaseException:
+            self.ledger.record(
+                model=self.model,
+                prompt_tokens=None,
+                completion_tokens=None,
+                retries=max(0, attempts[0] - 1),
+                seconds=time.monotonic() - started,
+                failed=True,
+            )
+            raise
+        usage = _usage(data)
+        self.ledger.record(
+            model=self.model,
+            prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+            completion_tokens=_int_or_none(usage.get("completion_tokens")),
+            retries=attempts[0] - 1,
+            seconds=time.monotonic() - started,
+        )
+        return data
+
+    def _post_with_retries(
+        self, path: str, body: dict[str, Any], attempts: list[int]
+    ) -> dict[str, Any]:
+        """The retry loop; ``attempts[0]`` counts the attempts made (for the ledger)."""
         import httpx
 
         url = f"{self.base_url}{path}"
         attempt = 0
         while True:
+            attempts[0] = attempt + 1
             retry_after: float | None = None
+            tries = f"after {attempt + 1} attempt(s)"
             try:
-                response = self._client.post(path, json=body)
+                with self._slots:
+                    response = self._client.post(path, json=body)
             except httpx.TimeoutException as exc:
                 if isinstance(exc, httpx.ConnectTimeout):  # nothing answered: a dead host
                     error: Exception = BackendUnreachableError(
-                        f"cannot reach the OpenAI-compatible server at {url} after "
-                        f"{attempt + 1} attempt(s): connection timed out"
+                        f"cannot reach the OpenAI-compatible server at {url} {tries}: "
+                        "connection timed out"
                     )
                 else:
                     error = BackendTimeoutError(
-                        f"{url}: no answer within {self.timeout:g} s after {attempt + 1} "
-                        f"attempt(s) ({type(exc).__name__})"
+                        f"{url}: no answer within {self.timeout:g} s {tries} ({type(exc).__name__})"
                     )
             except httpx.TransportError as exc:  # refused, reset, dropped mid-answer, DNS...
                 error = BackendUnreachableError(
-                    f"cannot reach the OpenAI-compatible server at {url} after {attempt + 1} "
-                    f"attempt(s): {_reason(exc)}"
+                    f"cannot reach the OpenAI-compatible server at {url} {tries}: {_reason(exc)}"
                 )
             else:
-                if response.status_code < 400:
+                status = response.status_code
+                if status < 400:
                     try:
                         data = response.json()
                     except ValueError:
-                        raise BackendHTTPError(
-                            f"{url}: answered {response.status_code} with a body that is not JSON",
-                            response.status_code,
-                        ) from None
-                    if not isinstance(data, dict):
-                        raise BackendHTTPError(
-                            f"{url}: answered with JSON that is not an object",
-                            response.status_code,
-                        )
-                    return data
-                error = BackendHTTPError(
-                    f"{url}: HTTP {response.status_code}: {_server_message(response)}",
-                    response.status_code,
-                )
-                if not _retryable(response.status_code):
-                    raise error
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                        data = None
+                    if isinstance(data, dict):
+                        return data
+                    what = "not JSON" if data is None else "JSON that is not an object"
+                    error = BackendHTTPError(
+                        f"{url}: answered {status} with a body that is {what} {tries}: "
+                        f"{' '.join(response.text.split())[:120]!r}",
+                        status,
+                    )
+                else:
+                    error = BackendHTTPError(
+                        f"{url}: HTTP {status} {tries}: {_server_message(response)}", status
+                    )
+                    if not _retryable(status):
+                        raise error
+                    retry_after = _retry_after(response.headers.get("Retry-After"))
             if attempt >= self.max_retries:
                 raise error
             delay = min(self.max_backoff, self.backoff * 2**attempt)
@@ -181,7 +225,8 @@ class OpenAIChat:
             attempt += 1
 
     def _map(self, fn: Callable[[int], T], count: int) -> list[T]:
-        """``[fn(0), ..., fn(count - 1)]``, run ``concurrency`` at a time, in order."""
+        """``[fn(0), ..., fn(count - 1)]`` in order, in threads (the semaphore in :meth:`_post`
+        keeps the backend-wide limit)."""
         if count <= 1 or self.concurrency == 1:
             return [fn(i) for i in range(count)]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, count)) as pool:
@@ -200,7 +245,10 @@ class OpenAIChat:
         seed: int | None = None,
         stop: Sequence[str] | None = None,
     ) -> list[list[str]]:
-        """``n`` completions per prompt; see :meth:`ChatModel.generate`. One request per prompt."""
+        """``n`` completions per prompt as :class:`Completion` strings (finish reason, the
+        server's token counts); see :meth:`ChatModel.generate`. One request per prompt; a server
+        that ignores ``n`` (``transformers serve``) gets one request per sample instead, with
+        seeds ``seed, seed + 1, ...`` when a seed is given."""
         cfg = GenerationConfig(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
@@ -212,16 +260,17 @@ class OpenAIChat:
         checked = check_prompts(prompts)
         return self._map(lambda i: self._generate_one(checked[i], cfg), len(checked))
 
-    def _generate_one(self, prompt: Prompt, cfg: GenerationConfig) -> list[str]:
+    def _request(self, prompt: Prompt, cfg: GenerationConfig, n: int, seed: int | None) -> Any:
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": cfg.max_new_tokens,
             "temperature": cfg.temperature,
             "top_p": cfg.top_p,
-            "n": cfg.n,
         }
-        if cfg.seed is not None:
-            body["seed"] = cfg.seed
+        if n > 1:
+            body["n"] = n
+        if seed is not None:
+            body["seed"] = seed
         if cfg.stop:
             body["stop"] = list(cfg.stop)
         chat = is_messages(prompt)
@@ -233,21 +282,46 @@ class OpenAIChat:
             path = "/completions"
         data = self._post(path, body)
         choices = data.get("choices")
-        if not isinstance(choices, list) or len(choices) != cfg.n:
-            raise LLMError(
-                f"{self.base_url}{path}: expected {cfg.n} choice(s) in the answer, got "
-                f"{len(choices) if isinstance(choices, list) else 'none'}"
+        if not isinstance(choices, list) or not choices:
+            raise LLMError(f"{self.base_url}{path}: the answer has no choices")
+        usage = _usage(data)
+        prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+        completion_tokens = _int_or_none(usage.get("completion_tokens"))
+        out: list[Completion] = []
+        for c in sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0):
+            try:
+                text = (c["message"].get("content") or "") if chat else c["text"]
+            except (KeyError, TypeError, AttributeError):
+                raise LLMError(
+                    f"{self.base_url}{path}: answer is not in the OpenAI format: "
+                    f"{json.dumps(c)[:200]}"
+                ) from None
+            if not isinstance(text, str):
+                raise LLMError(f"{self.base_url}{path}: a choice's text is not a string")
+            per = completion_tokens if len(choices) == 1 else None
+            out.append(
+                Completion(
+                    truncate_at_stop(text, cfg.stop),
+                    finish_reason=c.get("finish_reason"),
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=per,
+                )
             )
-        choices = sorted(choices, key=lambda c: c.get("index", 0))
-        try:
-            if chat:
-                return [c["message"].get("content") or "" for c in choices]
-            return [c["text"] for c in choices]
-        except (KeyError, TypeError, AttributeError):
+        return out
+
+    def _generate_one(self, prompt: Prompt, cfg: GenerationConfig) -> list[str]:
+        n = cfg.n if self._server_n else 1
+        got = self._request(prompt, cfg, n, cfg.seed)
+        if len(got) > n:
             raise LLMError(
-                f"{self.base_url}{path}: answer is not in the OpenAI format: "
-                f"{json.dumps(choices[0])[:200]}"
-            ) from None
+                f"{self.base_url}: expected {cfg.n} choice(s) in the answer, got {len(got)}"
+            )
+        if len(got) < cfg.n:
+            self._server_n = False  # the server ignores n: ask for the rest one by one
+            for j in range(len(got), cfg.n):
+                seed = None if cfg.seed is None else cfg.seed + j
+                got.extend(self._request(prompt, cfg, 1, seed))
+        return list(got)
 
     # ------------------------------------------------------------------ logprobs
 
@@ -276,7 +350,9 @@ class OpenAIChat:
         body = {
             "model": self.model,
             "prompt": prompt + continuation,
-            "max_tokens": 0,
+            # 1, not 0: vLLM echoes with either; servers that cannot echo (transformers serve)
+            # answer max_tokens=0 with a 500, and 1 lets them answer plainly without logprobs.
+            "max_tokens": 1,
             "echo": True,
             "logprobs": 1,
             "temperature": 0.0,
@@ -291,7 +367,7 @@ class OpenAIChat:
         except (KeyError, IndexError, TypeError):
             raise LogprobsUnsupportedError(
                 f"{url}: the server returned no echoed prompt logprobs (it must support "
-                "echo=True with logprobs=1 and max_tokens=0 on /v1/completions, as vLLM does)"
+                "echo=True with logprobs=1 on /v1/completions, as vLLM does)"
             ) from None
         if not (isinstance(tokens, list) and len(tokens) == len(values) == len(offsets)):
             raise LogprobsUnsupportedError(f"{url}: malformed logprobs in the server's answer")
@@ -347,6 +423,15 @@ def _server_message(response: httpx.Response) -> str:
             if data.get(key):
                 return " ".join(str(data[key]).split())[:300]
     return " ".join(json.dumps(data).split())[:300]
+
+
+def _usage(data: dict[str, Any]) -> dict[str, Any]:
+    usage = data.get("usage")
+    return usage if isinstance(usage, dict) else {}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _retry_after(value: str | None) -> float | None:

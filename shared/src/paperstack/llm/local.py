@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from paperstack.llm.base import (
+    Completion,
     GenerationConfig,
     LLMError,
     Prompt,
@@ -69,6 +70,8 @@ class TransformersChat:
         if pad is None:
             raise LLMError(f"tokenizer of {self.name} has neither a pad nor an EOS token")
         self.pad_token_id: int = int(pad)
+        eos = tokenizer.eos_token_id
+        self.eos_token_id: int | None = None if eos is None else int(eos)
         self._forward_params = frozenset(inspect.signature(model.forward).parameters)
 
     @classmethod
@@ -94,15 +97,16 @@ class TransformersChat:
             model_kwargs["dtype"] = dtype
         if device is None and "device_map" not in model_kwargs:
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(
-                name_or_path, local_files_only=local_files_only
-            )
-            model = transformers.AutoModelForCausalLM.from_pretrained(
-                name_or_path, local_files_only=local_files_only, **model_kwargs
-            )
-        except (OSError, ValueError) as exc:  # missing files, bad repo id, offline hub
-            raise LLMError(f"cannot load model {name_or_path!r}: {exc}") from None
+        from paperstack.checkpoint import load_pretrained
+
+        tokenizer = load_pretrained(
+            name_or_path, transformers.AutoTokenizer.from_pretrained,
+            local_files_only=local_files_only,
+        )  # fmt: skip
+        model = load_pretrained(
+            name_or_path, transformers.AutoModelForCausalLM.from_pretrained,
+            local_files_only=local_files_only, **model_kwargs,
+        )  # fmt: skip
         return cls(model, tokenizer, device=device, batch_size=batch_size, name=name_or_path)
 
     def __repr__(self) -> str:
@@ -195,12 +199,28 @@ class TransformersChat:
             for chunk in self._chunks([len(x) for x in ids]):
                 input_ids, attention = self._pad([ids[i] for i in chunk], left=True)
                 out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
-                texts = self.tokenizer.batch_decode(
-                    out[:, input_ids.shape[1] :], skip_special_tokens=True
-                )
+                new = out[:, input_ids.shape[1] :]
+                texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+                ended = (new == self.eos_token_id) if self.eos_token_id is not None else None
                 for k, i in enumerate(chunk):
-                    samples = texts[k * cfg.n : (k + 1) * cfg.n]
-                    results[i] = [truncate_at_stop(t, cfg.stop) for t in samples]
+                    prompt_tokens = len(ids[i])
+                    samples: list[str] = []
+                    for r in range(k * cfg.n, (k + 1) * cfg.n):
+                        text = texts[r]
+                        cut = truncate_at_stop(text, cfg.stop)
+                        stopped = ended is not None and bool(ended[r].any())
+                        count = new.shape[1]
+                        if ended is not None and stopped:
+                            count = int(ended[r].int().argmax()) + 1
+                        samples.append(
+                            Completion(
+                                cut,
+                                finish_reason="stop" if stopped or cut != text else "length",
+                                prompt_tokens=prompt_tokens,
+                                completion_tokens=count,
+                            )
+                        )
+                    results[i] = samples
         return results
 
     def _pad(

@@ -5,23 +5,25 @@
 - ``tmpl-cli bench --out DIR``: speed of the method against its baseline, as ratios, in
   ``DIR/bench.json``.
 
-Heavy imports stay inside the commands so that ``--help`` is instant.
+The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--device``,
+``--model``, ``--no-progress``; results written atomically, verdicts printed) come from
+:class:`paperstack.contract.ContractCLI`. Heavy imports stay inside the commands so that
+``--help`` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from paperstack.errors import PaperstackError, cli_guard
+from paperstack.contract import ContractCLI, Report, Run
+from paperstack.errors import PaperstackError
 
 from tmpl_import import __version__
 
-PROG = "tmpl-cli"
-DIST = "tmpl-dist"
+cli = ContractCLI("tmpl-cli", "tmpl-dist", __version__, __doc__)
 
 # The demo's protocol. Full run and --quick differ only in the number of trials.
 CONTAMINATION = {"clean": 0.0, "contaminated": 0.1}  # split -> fraction of outliers
@@ -31,40 +33,14 @@ TRIALS = 400
 QUICK_TRIALS = 40
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--version", action="version", version=f"{DIST} {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    demo = sub.add_parser("demo", help="run the reproduction and write results.json and report.md")
-    demo.add_argument("--out", type=Path, required=True, help="directory for the results")
-    demo.add_argument("--quick", action="store_true", help="fewer trials (seconds, for CI)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.add_argument(
-        "--model", default=None, help="model id or path (this method uses none; must be unset)"
-    )
-    demo.add_argument(
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "--dataset",
         type=Path,
         default=None,
         help="text file of numbers (one per line) to estimate the mean of, instead of the "
         "generated samples",
     )
-    demo.add_argument("--device", default="cpu", help="cpu (this method runs on numpy)")
-
-    bench = sub.add_parser("bench", help="time the method against its baseline")
-    bench.add_argument("--out", type=Path, required=True, help="directory for bench.json")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--repeats", type=int, default=200)
-    return p
-
-
-@cli_guard(PROG)
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "bench":
-        return _bench(args)
-    return _demo(args)
 
 
 def _load_dataset(path: Path) -> Any:
@@ -84,133 +60,126 @@ def _load_dataset(path: Path) -> Any:
     return values
 
 
-def _demo(args: argparse.Namespace) -> int:
+@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=3, devices=("cpu",))
+def demo(run: Run) -> Report:
+    """Median of means against the sample mean, with and without gross outliers.
+
+    Each seed runs ``trials`` independent samples; a row holds the per-seed mean absolute
+    error, so the claims compare the two estimators paired over seeds.
+    """
     import numpy as np
-    from paperstack.records import (
-        Claim,
-        Manifest,
-        Results,
-        Row,
-        prepare_out_dir,
-        write_results,
-    )
-    from paperstack.report import bar_chart, write_report
-    from paperstack.stats import mean_ci
+    from paperstack.records import Claim, Row
+    from paperstack.report import bar_chart
 
     from tmpl_import.estimators import contaminated_sample, median_of_means, sample_mean
 
-    if args.model is not None:
-        raise PaperstackError(f"--model {args.model}: this method uses no model")
-    if args.device != "cpu":
-        raise PaperstackError(f"--device {args.device}: this method runs on the CPU only")
-    out = prepare_out_dir(args.out)
-    trials = QUICK_TRIALS if args.quick else TRIALS
-    config = {
+    trials = QUICK_TRIALS if run.quick else TRIALS
+    config: dict[str, Any] = {
         "samples": SAMPLES,
         "blocks": BLOCKS,
         "trials": trials,
         "contamination": CONTAMINATION,
-        "dataset": str(args.dataset) if args.dataset else None,
     }
-    manifest = Manifest.collect(DIST, __version__, seed=args.seed, config=config)
-    rng = np.random.default_rng(args.seed)
-    rows: list[Row] = []
-    started = time.perf_counter()
-    if args.dataset is not None:
+    if run.args.dataset is not None:
         # A user's data: no ground truth, so report the two estimates side by side.
-        data = _load_dataset(args.dataset)
-        estimates = {
-            "sample-mean": sample_mean(data),
-            "median-of-means": median_of_means(data, BLOCKS),
-        }
-        for name, value in estimates.items():
-            rows.append(Row(system=name, metric="estimate", value=value, n=int(data.size)))
-        claims: list[Claim] = []
-    else:
+        data = _load_dataset(run.args.dataset)
+        estimates = [
+            Row(system="sample-mean", metric="estimate", value=sample_mean(data), n=data.size),
+            Row(system="median-of-means", metric="estimate",
+                value=median_of_means(data, BLOCKS), n=data.size),
+        ]  # fmt: skip
+        figure = bar_chart(estimates, "estimate", run.out / "estimate.png")
+        intro = f"Estimates of the mean of {run.args.dataset}."
+        config["dataset"] = str(run.args.dataset)
+        return Report(estimates, [], intro=intro, figures=[figure], config=config)
+
+    rows: list[Row] = []
+    with run.progress(len(CONTAMINATION) * len(run.seeds), "trials") as bar:
         for split, fraction in CONTAMINATION.items():
-            errors: dict[str, list[float]] = {"sample-mean": [], "median-of-means": []}
-            for _ in range(trials):
-                x = contaminated_sample(rng, SAMPLES, fraction)
-                errors["sample-mean"].append(abs(sample_mean(x)))
-                errors["median-of-means"].append(abs(median_of_means(x, BLOCKS)))
-            for name, errs in errors.items():
-                mean, ci = mean_ci(errs)
-                rows.append(
-                    Row(system=name, metric="abs_error", value=mean, ci95=ci, n=trials, split=split)
+            errors: dict[str, dict[int, float]] = {"sample-mean": {}, "median-of-means": {}}
+            for seed in run.seeds:
+                rng = np.random.default_rng([seed, int(fraction * 100)])
+                xs = [contaminated_sample(rng, SAMPLES, fraction) for _ in range(trials)]
+                errors["sample-mean"][seed] = float(np.mean([abs(sample_mean(x)) for x in xs]))
+                errors["median-of-means"][seed] = float(
+                    np.mean([abs(median_of_means(x, BLOCKS)) for x in xs])
                 )
-        claims = [
-            Claim.compare(
-                "robust",
-                "With 10% gross outliers, median of means has a lower absolute error than the "
-                "sample mean.",
-                rows,
-                lhs=("median-of-means", "abs_error", "contaminated"),
-                op="lt",
-                rhs=("sample-mean", "abs_error", "contaminated"),
-            ),
-            Claim.compare(
-                "clean-cost",
-                "On clean data, median of means costs at most 0.1 in absolute error over the "
-                "sample mean.",
-                rows,
-                lhs=("median-of-means", "abs_error", "clean"),
-                op="le",
-                rhs=("sample-mean", "abs_error", "clean"),
-                margin=0.1,
-            ),
-        ]
-    results = Results(manifest=manifest.finish(), rows=rows, claims=claims)
-    write_results(out / "results.json", results)
-    metric = "estimate" if args.dataset is not None else "abs_error"
-    shown = None if args.dataset is not None else "contaminated"
-    figure = bar_chart(rows, metric, out / f"{metric}.png", split=shown)
-    write_report(
-        out,
-        results,
-        title=f"{DIST} {__version__}: demo",
-        intro="Median of means against the sample mean on Gaussian samples with and without "
-        f"gross outliers ({trials} trials of {SAMPLES} samples, {BLOCKS} blocks).",
-        figures=[figure],
+                bar.advance()
+            for name, per_seed in errors.items():
+                rows.append(Row.from_seeds(name, "abs_error", per_seed, split=split))
+    claims = [
+        Claim.compare(
+            "premise_outliers_hurt_the_mean",
+            "premise: 10% gross outliers raise the sample mean's error by more than 0.1, so "
+            "there is something for a robust estimator to fix",
+            rows,
+            lhs=("sample-mean", "abs_error", "contaminated"),
+            op="gt",
+            rhs=("sample-mean", "abs_error", "clean"),
+            margin=0.1,
+        ),
+        Claim.compare(
+            "robust",
+            "With 10% gross outliers, median of means has a lower absolute error than the "
+            "sample mean.",
+            rows,
+            lhs=("median-of-means", "abs_error", "contaminated"),
+            op="lt",
+            rhs=("sample-mean", "abs_error", "contaminated"),
+        ),
+        Claim.compare(
+            "clean-cost",
+            "On clean data, median of means costs at most 0.1 in absolute error over the "
+            "sample mean.",
+            rows,
+            lhs=("median-of-means", "abs_error", "clean"),
+            op="le",
+            rhs=("sample-mean", "abs_error", "clean"),
+            margin=0.1,
+        ),
+    ]
+    figure = bar_chart(rows, "abs_error", run.out / "abs_error.png", split="contaminated")
+    intro = (
+        "Median of means against the sample mean on Gaussian samples with and without gross "
+        f"outliers ({trials} trials of {SAMPLES} samples per seed, {BLOCKS} blocks, seeds "
+        f"{', '.join(map(str, run.seeds))}); claims are paired over seeds."
     )
-    held = sum(c.held for c in claims)
-    print(
-        f"{PROG}: wrote {out / 'results.json'} and report.md "
-        f"({held}/{len(claims)} claims held, {time.perf_counter() - started:.1f}s)"
-    )
-    return 0
+    return Report(rows, claims, intro=intro, figures=[figure], config=config)
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repeats", type=int, default=200, help="timed repeats (default 200)")
+
+
+@cli.bench(arguments=_bench_arguments, devices=("cpu",))
+def bench(run: Run) -> Report:
+    """Time of median of means over the sample mean's, on the same samples, as a ratio."""
     import numpy as np
-    from paperstack.records import Manifest, Results, Row, prepare_out_dir, write_results
-    from paperstack.stats import mean_ci
+    from paperstack.records import Row
 
     from tmpl_import.estimators import median_of_means, sample_mean
 
-    if args.repeats < 2:
-        raise PaperstackError(f"--repeats {args.repeats}: needs at least 2")
-    out = prepare_out_dir(args.out)
-    config = {"samples": SAMPLES, "blocks": BLOCKS, "repeats": args.repeats}
-    manifest = Manifest.collect(DIST, __version__, seed=args.seed, config=config)
-    rng = np.random.default_rng(args.seed)
-    x = rng.standard_normal(SAMPLES)
-    ratios = []
-    for _ in range(args.repeats):
+    repeats = 20 if run.quick else run.args.repeats
+    if repeats < 2:
+        raise PaperstackError(f"--repeats {repeats}: needs at least 2")
+    x = np.random.default_rng(run.seed).standard_normal(SAMPLES)
+    ratios: dict[int, float] = {}
+    for i in range(repeats):
         t0 = time.perf_counter()
         sample_mean(x)
         t1 = time.perf_counter()
         median_of_means(x, BLOCKS)
         t2 = time.perf_counter()
-        ratios.append((t2 - t1) / max(t1 - t0, 1e-9))
-    mean, ci = mean_ci(ratios)
+        ratios[i] = (t2 - t1) / max(t1 - t0, 1e-9)
     rows = [
-        Row(system="sample-mean", metric="time_ratio", value=1.0, n=args.repeats),
-        Row(system="median-of-means", metric="time_ratio", value=mean, ci95=ci, n=args.repeats),
+        Row(system="sample-mean", metric="time_ratio", value=1.0, n=repeats),
+        Row.from_items("median-of-means", "time_ratio", ratios),
     ]
-    results = Results(manifest=manifest.finish(), rows=rows, claims=[])
-    path = write_results(out / "bench.json", results)
-    print(f"{PROG}: wrote {path} (median of means takes {mean:.1f}x the sample mean's time)")
-    return 0
+    summary = f"median of means takes {rows[1].value:.1f}x the sample mean's time"
+    return Report(rows, summary=summary, config={"samples": SAMPLES, "repeats": repeats})
+
+
+main = cli.main
 
 
 if __name__ == "__main__":

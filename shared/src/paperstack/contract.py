@@ -1,0 +1,403 @@
+"""The command line every paperstack package keeps, written once.
+
+A package's ``cli.py`` builds a :class:`ContractCLI`, registers its ``demo`` and ``bench``
+functions (and any commands of its own), and exposes ``main``::
+
+    cli = ContractCLI("mosa", "mosa-rl", __version__, __doc__)
+
+    @cli.demo(seeds=3, arguments=lambda p: p.add_argument("--steps", type=int))
+    def demo(run: Run) -> Report:
+        rows, claims = ...  # the package's reproduction, on run.seeds, run.device, run.model
+        return Report(rows, claims, title="mosa-rl: demo", intro="...")
+
+    main = cli.main
+
+Both commands get the common flags: ``--out`` (a directory; an existing file is refused),
+``--quick``, ``--seed`` (the first seed), ``--seeds`` (``0,1,2`` or ``0-4``: the seeds
+themselves), ``--device`` (``cpu``, ``cuda[:N]``; one clear error when the device is not there),
+``--model`` (a hub id or a local path; a local path that does not exist is one error at once,
+not a minute of hub retries), ``--no-progress``. The common flow is then the same everywhere:
+check the flags, prepare the output folder, collect the manifest, run, write ``results.json``
+(``bench.json`` for bench) atomically, write ``report.md`` with the figures, print every claim
+with its verdict, and exit 0, also when claims do not hold (a claim that fails is a result, not
+an error). A run that fails on its input removes the output folder it created, if still empty,
+and exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from paperstack.errors import PaperstackError, cli_guard
+from paperstack.progress import Progress, quiet_libraries
+from paperstack.records import (
+    VERDICT_TEXT,
+    Claim,
+    Manifest,
+    Results,
+    Row,
+    prepare_out_dir,
+    verdict_counts,
+    write_results,
+)
+
+__all__ = [
+    "ContractCLI",
+    "Report",
+    "Run",
+    "check_device",
+    "check_model",
+    "parse_seeds",
+]
+
+#: What a Hugging Face hub id looks like: ``name`` or ``owner/name``; anything else is a path.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
+
+def check_model(value: str | None) -> str | None:
+    """``--model``: a hub id is passed on; a local path must exist.
+
+    Anything that is not shaped like a hub id (``/abs``, ``./rel``, ``~/x``, ``a/b/c``) is a
+    local path, and a missing one is refused at once: otherwise transformers takes it for a hub
+    id and retries the network for about a minute before failing.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        raise PaperstackError("--model: empty value")
+    expanded = os.path.expanduser(text)
+    if os.path.exists(expanded):
+        if not os.path.isdir(expanded) and not text.endswith((".gguf", ".safetensors")):
+            raise PaperstackError(f"--model {text}: is a file, not a model directory")
+        return expanded
+    if not _HUB_ID.match(text) or text.startswith(".") or os.sep in text.replace("/", "", 1):
+        raise PaperstackError(f"--model {text}: no such directory")
+    return text
+
+
+def check_device(value: str) -> str:
+    """``--device``: ``cpu`` always; ``cuda``, ``cuda:N``, ``mps`` only where torch sees them."""
+    text = value.strip().lower()
+    if text == "cpu":
+        return "cpu"
+    match = re.fullmatch(r"(cuda|mps|xpu)(?::(\d+))?", text)
+    if match is None:
+        raise PaperstackError(f"--device {value}: not a device (cpu, cuda, cuda:N, mps)")
+    try:
+        import torch
+    except ImportError:
+        raise PaperstackError(
+            f"--device {value}: needs torch, which is not installed (only cpu works without it)"
+        ) from None
+    kind, index = match.group(1), int(match.group(2) or 0)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            build = "a CPU-only build of torch" if torch.version.cuda is None else "no CUDA device"
+            raise PaperstackError(f"--device {value}: not available here ({build}); use cpu")
+        if index >= torch.cuda.device_count():
+            raise PaperstackError(
+                f"--device {value}: only {torch.cuda.device_count()} CUDA device(s) here"
+            )
+    elif kind == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise PaperstackError(f"--device {value}: MPS is not available here; use cpu")
+    elif not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        raise PaperstackError(f"--device {value}: XPU is not available here; use cpu")
+    return text
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``0,1,2`` or ``0-4`` (inclusive) or a mix (``0-2,7``): distinct non-negative seeds."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if m is None:
+            raise argparse.ArgumentTypeError(f"not seeds: {text!r} (use 0,1,2 or 0-4)")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise argparse.ArgumentTypeError(f"empty seed range {part!r}")
+        seeds.extend(range(lo, hi + 1))
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"repeated seed in {text!r}")
+    return tuple(seeds)
+
+
+@dataclasses.dataclass
+class Run:
+    """What a package's ``demo`` or ``bench`` function is given: the checked common flags, the
+    package's own flags (``args``), the output folder (already created and writable), and ways
+    to tell the user how far it is."""
+
+    prog: str
+    command: str
+    args: argparse.Namespace
+    out: Path
+    quick: bool
+    seed: int
+    seeds: tuple[int, ...]
+    device: str
+    model: str | None
+    show_progress: bool
+
+    def log(self, message: str) -> None:
+        """One line on stderr, prefixed by the program's name."""
+        print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
+
+    def progress(self, total: int | None, description: str, interval: float = 10.0) -> Progress:
+        """A progress bar on a terminal, periodic lines otherwise, nothing with --no-progress."""
+        return Progress(total, description, enabled=self.show_progress, interval=interval)
+
+
+@dataclasses.dataclass
+class Report:
+    """What a ``demo`` or ``bench`` function returns: the rows and the claims computed from
+    them, the manifest's extra config, and the report's text and figures (files it wrote into
+    ``run.out``)."""
+
+    rows: list[Row]
+    claims: list[Claim] = dataclasses.field(default_factory=list)
+    title: str | None = None
+    intro: str = ""
+    figures: Sequence[str | os.PathLike[str]] = ()
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    summary: str | None = None
+
+
+RunFunction = Callable[[Run], Report]
+ArgumentAdder = Callable[[argparse.ArgumentParser], Any]
+
+
+@dataclasses.dataclass
+class _Spec:
+    name: str
+    func: RunFunction
+    help: str
+    arguments: ArgumentAdder | None
+    seeds: int
+    quick_seeds: int
+    model: str | None
+    devices: tuple[str, ...] | None
+    filename: str
+    report: bool
+
+
+class ContractCLI:
+    """A package's command line: ``demo`` and ``bench`` with the common flags and flow, plus the
+    package's own commands (:meth:`command`). ``doc`` is the CLI module's docstring; its first
+    paragraph is the description ``--help`` shows."""
+
+    def __init__(self, prog: str, dist: str, version: str, doc: str | None = None) -> None:
+        self.prog = prog
+        self.dist = dist
+        self.version = version
+        self.description = (doc or "").strip().split("\n\n")[0] or f"the {dist} command line"
+        self._specs: dict[str, _Spec] = {}
+        self._commands: dict[str, tuple[str, ArgumentAdder | None, Callable[..., int]]] = {}
+
+    # ------------------------------------------------------------------ registration
+
+    def demo(
+        self,
+        *,
+        arguments: ArgumentAdder | None = None,
+        seeds: int = 1,
+        quick_seeds: int = 1,
+        model: str | None = None,
+        devices: Sequence[str] | None = None,
+        help: str = "run the reproduction; write results.json, report.md and figures",
+    ) -> Callable[[RunFunction], RunFunction]:
+        """Register the ``demo`` function. ``seeds``/``quick_seeds``: how many seeds from
+        ``--seed`` a full/quick run uses unless ``--seeds`` names them. ``model``: what
+        ``--model`` means for this package (its help text), or None if it takes no model.
+        ``devices``: the device kinds it supports (``("cpu",)``), or None for any torch sees."""
+        return self._register("demo", arguments, seeds, quick_seeds, model, devices, help,
+                              "results.json", True)  # fmt: skip
+
+    def bench(
+        self,
+        *,
+        arguments: ArgumentAdder | None = None,
+        seeds: int = 1,
+        quick_seeds: int = 1,
+        model: str | None = None,
+        devices: Sequence[str] | None = None,
+        help: str = "measure speed and memory against the baselines; write bench.json",
+    ) -> Callable[[RunFunction], RunFunction]:
+        """Register the ``bench`` function (writes ``bench.json`` and ``bench.md``)."""
+        return self._register("bench", arguments, seeds, quick_seeds, model, devices, help,
+                              "bench.json", False)  # fmt: skip
+
+    def _register(
+        self,
+        name: str,
+        arguments: ArgumentAdder | None,
+        seeds: int,
+        quick_seeds: int,
+        model: str | None,
+        devices: Sequence[str] | None,
+        help: str,
+        filename: str,
+        report: bool,
+    ) -> Callable[[RunFunction], RunFunction]:
+        if seeds < 1 or quick_seeds < 1:
+            raise ValueError("seeds and quick_seeds must be >= 1")
+
+        def decorate(func: RunFunction) -> RunFunction:
+            self._specs[name] = _Spec(
+                name, func, help, arguments, seeds, quick_seeds, model,
+                tuple(devices) if devices is not None else None, filename, report,
+            )  # fmt: skip
+            return func
+
+        return decorate
+
+    def command(
+        self, name: str, help: str, arguments: ArgumentAdder | None = None
+    ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+        """Register a package command of its own: ``func(args) -> exit status``."""
+
+        def decorate(func: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
+            self._commands[name] = (help, arguments, func)
+            return func
+
+        return decorate
+
+    # ------------------------------------------------------------------ parsing
+
+    def parser(self) -> argparse.ArgumentParser:
+        """The whole command line (for ``--help`` and for tests)."""
+        p = argparse.ArgumentParser(prog=self.prog, description=self.description)
+        p.add_argument("--version", action="version", version=f"{self.dist} {self.version}")
+        sub = p.add_subparsers(dest="command", required=True)
+        for spec in self._specs.values():
+            sp = sub.add_parser(spec.name, help=spec.help, description=spec.help)
+            self._common(sp, spec)
+            if spec.arguments is not None:
+                spec.arguments(sp)
+        for name, (help_text, arguments, _) in self._commands.items():
+            sp = sub.add_parser(name, help=help_text, description=help_text)
+            if arguments is not None:
+                arguments(sp)
+        return p
+
+    @staticmethod
+    def _common(p: argparse.ArgumentParser, spec: _Spec) -> None:
+        what = "results.json, report.md" if spec.report else "bench.json, bench.md"
+        p.add_argument("--out", type=Path, required=True, help=f"directory for {what}")
+        p.add_argument("--quick", action="store_true", help="the one-minute version (CI)")
+        p.add_argument("--seed", type=_non_negative, default=0, help="first seed (default 0)")
+        runs = f"{spec.seeds} seed(s) from --seed, {spec.quick_seeds} with --quick"
+        p.add_argument("--seeds", type=parse_seeds, default=None, help=f"seeds (default: {runs})")
+        p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
+        p.add_argument(
+            "--model",
+            default=None,
+            help=spec.model or "not used: this command builds its own models",
+        )
+        p.add_argument("--no-progress", action="store_true", help="no progress bars or lines")
+
+    # ------------------------------------------------------------------ running
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Parse ``argv`` and run the command; bad input is one line and exit status 2."""
+        return int(cli_guard(self.prog)(self._main)(argv))
+
+    def _main(self, argv: Sequence[str] | None) -> int:
+        args = self.parser().parse_args(argv)
+        if args.command in self._commands:
+            return int(self._commands[args.command][2](args))
+        return self._run(self._specs[args.command], args)
+
+    def _run(self, spec: _Spec, args: argparse.Namespace) -> int:
+        quiet_libraries()
+        if args.model is not None and spec.model is None:
+            raise PaperstackError(
+                f"--model {args.model}: {self.prog} {spec.name} builds its own models"
+            )
+        model = check_model(args.model)
+        device = check_device(args.device)
+        if spec.devices is not None and device.split(":")[0] not in spec.devices:
+            raise PaperstackError(
+                f"--device {args.device}: {self.prog} {spec.name} runs on "
+                + ", ".join(spec.devices)
+            )
+        count = spec.quick_seeds if args.quick else spec.seeds
+        seeds = args.seeds if args.seeds is not None else tuple(args.seed + i for i in range(count))
+        out = Path(args.out)
+        created = not out.exists()
+        out = prepare_out_dir(out)
+        run = Run(
+            prog=self.prog,
+            command=spec.name,
+            args=args,
+            out=out,
+            quick=bool(args.quick),
+            seed=seeds[0],
+            seeds=seeds,
+            device=device,
+            model=model,
+            show_progress=not args.no_progress,
+        )
+        config = {k: v for k, v in vars(args).items() if k not in ("command", "out", "no_progress")}
+        config.update(seeds=list(seeds), device=device, model=model)
+        manifest = Manifest.collect(self.dist, self.version, seed=seeds[0], config=config)
+        started = time.perf_counter()
+        try:
+            report = spec.func(run)
+        except BaseException:
+            if created:
+                _remove_if_empty(out)
+            raise
+        seconds = time.perf_counter() - started
+        manifest = manifest.model_copy(
+            update={"config": {**manifest.config, **_jsonable(report.config)}}
+        )
+        results = Results(manifest=manifest.finish(), rows=report.rows, claims=report.claims)
+        path = write_results(out / spec.filename, results)
+        from paperstack.report import write_report
+
+        title = report.title or f"{self.dist} {self.version}: {spec.name}"
+        name = "report.md" if spec.report else "bench.md"
+        write_report(out, results, title, report.intro, report.figures, name=name)
+        for claim in report.claims:
+            print(f"{self.prog}: {claim.id}: {VERDICT_TEXT[claim.verdict]} ({claim.describe()})")
+        counts = f"{verdict_counts(report.claims)}, " if report.claims else ""
+        extra = f"; {report.summary}" if report.summary else ""
+        print(f"{self.prog}: wrote {path} ({counts}{seconds:.0f} s){extra}")
+        return 0
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()  # only succeeds on an empty directory
+
+
+def _jsonable(obj: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(json.dumps(obj, default=str)))
