@@ -38,44 +38,50 @@ def test_beam_search_returns_one_scored_trajectory_per_prompt(micro):
 def test_mdp_experiment_and_claims_follow_from_rows():
     small = MDPSetup(length=6, iterations=150, groups=20)
     mdp = [run_mdp(small, s) for s in (0, 1)]
-    assert all(o.scalars["exact_identity_max_error"][0] < 1e-9 for o in mdp)
-    arith = SeedOutcome(
-        bon={
-            "progress-advantage": (6.0, 10),
-            "mean-logprob": (5.0, 10),
-            "self-certainty": (4.0, 10),
-            "bottom10-confidence": (7.0, 10),
-        },
-        auroc={
-            k: (v, 80)
-            for k, v in {
-                "progress-advantage": 0.7,
-                "mean-logprob": 0.6,
+    assert all(o.scalars["exact_identity_max_error"] < 1e-9 for o in mdp)
+    items = [f"{s}:{k}" for s in (0, 1) for k in range(10)]
+
+    def hits(rate):  # per-item 0/1 hits with the given fraction of ones, same items everywhere
+        return {key: float(k % 10 < rate * 10) for k, key in enumerate(items)}
+
+    def outcome(seed, shift):
+        own = [key for key in items if key.startswith(f"{seed}:")]
+        return SeedOutcome(
+            bon={
+                name: {k: v for k, v in hits(rate).items() if k in own}
+                for name, rate in {
+                    "progress-advantage": 0.6,
+                    "mean-logprob": 0.5,
+                    "self-certainty": 0.4,
+                    "bottom10-confidence": 0.7,
+                }.items()
+            },
+            auroc={
+                "progress-advantage": 0.7 + shift,
+                "mean-logprob": 0.6 + shift,
                 "self-certainty": 0.5,
                 "bottom10-confidence": 0.55,
-            }.items()
-        },
-        attribution={"progress-advantage": (5.0, 20), "random": (4.0, 20)},
-        scalars={
-            "policy_sample_accuracy": (40.0, 80),  # rates are (hits, n)
-            "reference_sample_accuracy": (32.0, 80),
-            "policy_training_reward": (60.0, 80),
-            "reference_training_reward": (56.0, 80),
-        },
-    )
-    rows = build_rows(mdp, [arith, arith])
-    rate = {(r.system, r.metric): (r.value, r.n) for r in rows if r.split.startswith("arith")}
-    assert rate["GRPO policy", "sample_accuracy"] == (0.5, 160)
-    assert rate["reference (SFT)", "sample_accuracy"] == (0.4, 160)
-    assert rate["GRPO policy", "training_reward"] == (0.75, 160)
-    assert rate["reference (SFT)", "training_reward"] == (0.7, 160)
+            },
+            attribution={
+                "progress-advantage": {k: v for k, v in hits(0.9).items() if k in own},
+                "uniform step": {k: 0.25 for k in own},
+            },
+            rates={
+                "policy_training_reward": {k: v for k, v in hits(0.8).items() if k in own},
+                "reference_training_reward": {k: v for k, v in hits(0.5).items() if k in own},
+            },
+        )
+
+    rows = build_rows((0, 1), mdp, (0, 1), [outcome(0, 0.0), outcome(1, 0.02)])
+    by = {(r.system, r.metric, r.split): r for r in rows}
+    assert by["RL policy", "training_reward", "arithmetic-train"].items is not None
+    assert by["progress-advantage", "auroc", "arithmetic"].seeds == {"0": 0.7, "1": 0.72}
+    spearman_row = by["progress-advantage", "spearman_vs_exact", "mdp"]
+    assert -1.0 <= spearman_row.ci95[0] <= spearman_row.ci95[1] <= 1.0  # clipped to the range
     claims = {c.id: c for c in build_claims(rows)}
-    assert set(claims) == {
-        "pa_matches_exact_advantage",
-        "pa_bon_beats_confidence",
-        "pa_auroc_beats_confidence",
-        "pa_attribution_above_chance",
-    }
-    assert not claims["pa_bon_beats_confidence"].held  # 0.6 < best confidence 0.7
-    assert claims["pa_auroc_beats_confidence"].held
-    assert claims["pa_attribution_above_chance"].held
+    assert claims["exact_identity"].verdict == "held"
+    assert claims["exact_identity"].exact
+    assert claims["pa_bon_beats_confidence"].verdict != "held"  # 0.6 < best confidence 0.7
+    assert claims["pa_auroc_beats_confidence"].method == "paired-t"
+    assert claims["pa_attribution_above_chance"].verdict == "held"
+    assert claims["premise_rl_raised_training_reward"].method == "paired-bootstrap"

@@ -1,24 +1,18 @@
 """The reproduction: (a) the tabular MDP, (b) arithmetic with a tiny LM; rows, claims, report.
 
-Rows are pooled over seeds: best-of-N and attribution accuracies as hits over all groups or
-failed trajectories of all seeds (Wilson 95% intervals), AUROC and Spearman as the mean over
-seeds (Student-t intervals over seeds, ``n`` = the items behind each seed's number, summed).
-Claims compare rows with :meth:`paperstack.records.Claim.compare`; "best confidence baseline"
-is the strongest of the three confidence baselines on each metric (the claims test progress
-advantage against the best of them, not an average).
+Rows carry what a paired comparison needs: best-of-N and attribution hits per item (a group of
+candidates, a failed trajectory; keyed ``seed:index``, so two methods compare on the same
+items by a paired bootstrap), AUROC and Spearman per seed (Student t over seeds, paired).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from paperstack.records import Claim, Manifest, Results, Row, prepare_out_dir, write_results
-from paperstack.stats import mean_ci, wilson_ci
-from progress_advantage import __version__
+from paperstack.contract import Report, Run
+from paperstack.records import Claim, Row
 from progress_advantage.experiment import (
     CONFIDENCE,
     PA,
@@ -32,22 +26,22 @@ from progress_advantage.policy import GRPOSettings
 
 __all__ = ["DemoConfig", "build_claims", "build_rows", "run_demo"]
 
-DIST = "progress-advantage"
 BEST_CONF = "best confidence baseline"
+#: Metrics bounded to [-1, 1] or [0, 1]: a row's displayed interval is clipped to that range.
+BOUNDS = {"spearman_vs_exact": (-1.0, 1.0), "auroc": (0.0, 1.0)}
 
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """Seeds and sizes of the full demo; :meth:`quick` is the CI smoke version."""
+    """Sizes of the full demo; :meth:`quick` is the CI smoke version."""
 
-    seeds: tuple[int, ...] = (0, 1, 2)
     mdp: MDPSetup = field(default_factory=MDPSetup)
     arithmetic: ArithmeticSetup = field(default_factory=ArithmeticSetup)
-    arithmetic_seeds: tuple[int, ...] = (0, 1, 2)
+    arithmetic_seeds: int = 3
 
     @classmethod
     def quick(cls) -> DemoConfig:
-        """Seconds instead of minutes: micro model trained here (solves little), few GRPO steps."""
+        """Seconds instead of minutes: micro model trained here (solves little), few RL steps."""
         from paperstack import tiny
 
         return cls(
@@ -68,30 +62,46 @@ class DemoConfig:
                 n_reward_prompts=8,
                 max_new_tokens=32,
             ),
-            arithmetic_seeds=(0,),
+            arithmetic_seeds=1,
         )
 
 
-def _pooled(
-    rows: list[Row], split: str, metric: str, per_seed: Sequence[dict[str, tuple[float, int]]]
-) -> None:
-    for name in per_seed[0]:
-        hits = sum(s[name][0] for s in per_seed)
-        n = sum(s[name][1] for s in per_seed)
-        if n == 0:
-            continue
-        value = hits / n
-        ci = wilson_ci(round(hits), n)
-        rows.append(Row(system=name, metric=metric, value=value, ci95=ci, n=n, split=split))
+def _clip(row: Row) -> Row:
+    lo_hi = BOUNDS.get(row.metric)
+    if lo_hi is None or row.ci95 is None:
+        return row
+    lo, hi = lo_hi
+    return row.model_copy(update={"ci95": (max(lo, row.ci95[0]), min(hi, row.ci95[1]))})
 
 
-def _averaged(
-    rows: list[Row], split: str, metric: str, per_seed: Sequence[dict[str, tuple[float, int]]]
+def _merge(per_seed: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for seed_items in per_seed:
+        for name, items in seed_items.items():
+            out.setdefault(name, {}).update(items)
+    return out
+
+
+def _item_rows(
+    rows: list[Row], split: str, metric: str, items: dict[str, dict[str, float]]
 ) -> None:
-    for name in per_seed[0]:
-        mean, ci = mean_ci([s[name][0] for s in per_seed])
-        n = sum(s[name][1] for s in per_seed)
-        rows.append(Row(system=name, metric=metric, value=mean, ci95=ci, n=n, split=split))
+    for name, values in items.items():
+        if values:
+            rows.append(Row.from_items(name, metric, values, split=split))
+
+
+def _seed_rows(
+    rows: list[Row],
+    split: str,
+    metric: str,
+    seeds: Sequence[int],
+    per_seed: Sequence[dict[str, float]],
+) -> None:
+    names = {n for d in per_seed for n in d}
+    for name in sorted(names):
+        values = {s: d[name] for s, d in zip(seeds, per_seed, strict=True) if name in d}
+        if values:
+            rows.append(_clip(Row.from_seeds(name, metric, values, split=split)))
 
 
 def _best_confidence(rows: list[Row], split: str, metric: str) -> None:
@@ -101,59 +111,84 @@ def _best_confidence(rows: list[Row], split: str, metric: str) -> None:
         rows.append(best.model_copy(update={"system": BEST_CONF}))
 
 
-def build_rows(mdp: Sequence[SeedOutcome], arith: Sequence[SeedOutcome]) -> list[Row]:
+def build_rows(
+    mdp_seeds: Sequence[int],
+    mdp: Sequence[SeedOutcome],
+    arith_seeds: Sequence[int],
+    arith: Sequence[SeedOutcome],
+) -> list[Row]:
     """Rows from per-seed outcomes of both experiments."""
     rows: list[Row] = []
     if mdp:
-        sp = [s.scalars["spearman_vs_exact"] for s in mdp]
-        mean, ci = mean_ci([v for v, _ in sp])
         rows.append(
-            Row(
-                system=PA,
-                metric="spearman_vs_exact",
-                value=mean,
-                ci95=ci,
-                n=len(mdp),
-                split="mdp",
-                unit="mean over seeds",
+            _clip(
+                Row.from_seeds(
+                    PA,
+                    "spearman_vs_exact",
+                    {
+                        s: o.scalars["spearman_vs_exact"]
+                        for s, o in zip(mdp_seeds, mdp, strict=True)
+                    },
+                    split="mdp",
+                )
             )
         )
-        err = max(s.scalars["exact_identity_max_error"][0] for s in mdp)
         rows.append(
             Row(
                 system="exact KL-optimal policy",
                 metric="identity_max_error",
-                value=err,
-                n=sum(s.scalars["exact_identity_max_error"][1] for s in mdp),
+                value=max(o.scalars["exact_identity_max_error"] for o in mdp),
+                n=len(mdp),
                 split="mdp",
                 unit="max |beta log pi*/pi_ref - A*|",
             )
         )
-        _averaged(rows, "mdp", "policy_success", [{PA: s.scalars["policy_success"]} for s in mdp])
-        _pooled(rows, "mdp", "bon_accuracy", [s.bon for s in mdp])
-        _averaged(rows, "mdp", "auroc", [s.auroc for s in mdp])
-        _pooled(rows, "mdp", "attribution_accuracy", [s.attribution for s in mdp])
+        _item_rows(rows, "mdp", "bon_accuracy", _merge([o.bon for o in mdp]))
+        _seed_rows(rows, "mdp", "auroc", mdp_seeds, [o.auroc for o in mdp])
+        _item_rows(rows, "mdp", "attribution_accuracy", _merge([o.attribution for o in mdp]))
     if arith:
-        # Scalars of rates are (hits, n): pooled over seeds like the accuracies below.
+        rates = _merge([o.rates for o in arith])
         for key, system, metric, split in (
-            ("policy_training_reward", "GRPO policy", "training_reward", "arithmetic-train"),
+            ("policy_training_reward", "RL policy", "training_reward", "arithmetic-train"),
             ("reference_training_reward", "reference (SFT)", "training_reward", "arithmetic-train"),
-            ("policy_sample_accuracy", "GRPO policy", "sample_accuracy", "arithmetic"),
+            ("policy_sample_accuracy", "RL policy", "sample_accuracy", "arithmetic"),
             ("reference_sample_accuracy", "reference (SFT)", "sample_accuracy", "arithmetic"),
         ):
-            if all(key in s.scalars for s in arith):
-                _pooled(rows, split, metric, [{system: s.scalars[key]} for s in arith])
-        _pooled(rows, "arithmetic", "bon_accuracy", [s.bon for s in arith])
-        _averaged(rows, "arithmetic", "auroc", [s.auroc for s in arith])
-        _pooled(rows, "arithmetic", "attribution_accuracy", [s.attribution for s in arith])
+            if rates.get(key):
+                rows.append(Row.from_items(system, metric, rates[key], split=split))
+        _item_rows(rows, "arithmetic", "bon_accuracy", _merge([o.bon for o in arith]))
+        _seed_rows(rows, "arithmetic", "auroc", arith_seeds, [o.auroc for o in arith])
+        _item_rows(
+            rows, "arithmetic", "attribution_accuracy", _merge([o.attribution for o in arith])
+        )
         for metric in ("bon_accuracy", "auroc", "attribution_accuracy"):
             _best_confidence(rows, "arithmetic", metric)
     return rows
 
 
 def build_claims(rows: Sequence[Row]) -> list[Claim]:
-    """The four claims of the issue, computed from ``rows``."""
-    return [
+    """The premise, the exact identity and the paper's claims, computed from ``rows``."""
+    have = {(r.system, r.metric, r.split) for r in rows}
+    claims = [
+        Claim.compare(
+            "premise_rl_raised_training_reward",
+            "premise: KL-regularised RL raised the verifier's reward over the reference on "
+            "fresh training-split prompts (the policy moved, so its log-ratio carries signal)",
+            rows,
+            ("RL policy", "training_reward", "arithmetic-train"),
+            "gt",
+            ("reference (SFT)", "training_reward", "arithmetic-train"),
+        ),
+        Claim.compare(
+            "exact_identity",
+            "On the tabular MDP the exact KL-optimal policy's beta*log(pi*/pi_ref) equals the "
+            "optimal advantage A* to 1e-9 (a deterministic identity).",
+            rows,
+            ("exact KL-optimal policy", "identity_max_error", "mdp"),
+            "le",
+            1e-9,
+            exact=True,
+        ),
         Claim.compare(
             "pa_matches_exact_advantage",
             "On the tabular stochastic MDP, the REINFORCE-with-KL policy's beta*log-ratio has "
@@ -163,113 +198,94 @@ def build_claims(rows: Sequence[Row]) -> list[Claim]:
             "ge",
             0.8,
         ),
-        Claim.compare(
-            "pa_bon_beats_confidence",
-            "Best-of-8 on arithmetic: selecting by progress advantage is more accurate than "
-            "the best confidence baseline.",
-            rows,
-            (PA, "bon_accuracy", "arithmetic"),
-            "gt",
-            (BEST_CONF, "bon_accuracy", "arithmetic"),
-        ),
-        Claim.compare(
-            "pa_auroc_beats_confidence",
-            "Predicting success on arithmetic: progress advantage has a higher AUROC than the "
-            "best confidence baseline.",
-            rows,
-            (PA, "auroc", "arithmetic"),
-            "gt",
-            (BEST_CONF, "auroc", "arithmetic"),
-        ),
-        Claim.compare(
-            "pa_attribution_above_chance",
-            "Failure attribution on arithmetic: argmin-step progress advantage finds the "
-            "verifier's first wrong step more often than a random step.",
-            rows,
-            (PA, "attribution_accuracy", "arithmetic"),
-            "gt",
-            ("random", "attribution_accuracy", "arithmetic"),
-        ),
     ]
+    for metric, cid, text in (
+        ("bon_accuracy", "pa_bon_beats_confidence", "Best-of-8 on arithmetic: selecting by "
+         "progress advantage is more accurate than the best confidence baseline."),
+        ("auroc", "pa_auroc_beats_confidence", "Predicting success on arithmetic: progress "
+         "advantage has a higher AUROC than the best confidence baseline."),
+    ):  # fmt: skip
+        if (BEST_CONF, metric, "arithmetic") in have:
+            claims.append(
+                Claim.compare(
+                    cid,
+                    text,
+                    rows,
+                    (PA, metric, "arithmetic"),
+                    "gt",
+                    (BEST_CONF, metric, "arithmetic"),
+                )
+            )
+    if ("uniform step", "attribution_accuracy", "arithmetic") in have:
+        claims.append(
+            Claim.compare(
+                "pa_attribution_above_chance",
+                "Failure attribution on arithmetic: argmin-step progress advantage finds the "
+                "verifier's first wrong step more often than a uniformly random step.",
+                rows,
+                (PA, "attribution_accuracy", "arithmetic"),
+                "gt",
+                ("uniform step", "attribution_accuracy", "arithmetic"),
+            )
+        )
+    return claims
 
 
-def run_demo(
-    out_dir: str | Path,
-    config: DemoConfig,
-    seed: int = 0,
-    quick: bool = False,
-    log: Callable[[str], None] = print,
-) -> Results:
-    """Run both experiments, write ``results.json``, ``report.md`` and figures into ``out_dir``."""
-    from rich.progress import Progress
-
-    from paperstack.report import bar_chart, write_report
-
-    out = prepare_out_dir(out_dir)
-    seeds = tuple(seed + s for s in config.seeds)
-    arith_seeds = tuple(seed + s for s in config.arithmetic_seeds)
-    manifest = Manifest.collect(
-        DIST,
-        __version__,
-        seed=seed,
-        config={"quick": quick, **_jsonable(asdict(config))},
-    )
-    started = time.perf_counter()
-    mdp_out: list[SeedOutcome] = []
-    arith_out: list[SeedOutcome] = []
+def run_demo(run: Run) -> Report:
+    """Both experiments on ``run.seeds`` (the LM arm on the first few), as rows and claims."""
     import torch
 
+    from paperstack.report import bar_chart
     from progress_advantage.experiment import reference_model
 
+    config = DemoConfig.quick() if run.quick else DemoConfig()
+    if run.model is not None:
+        config = replace(config, arithmetic=replace(config.arithmetic, model=run.model))
     # One thread: the toy models' matmuls are too small for two threads to pay off, and on a
     # busy machine a descheduled second thread stalls the first.
     torch.set_num_threads(1)
+    mdp_seeds = run.seeds
+    arith_seeds = run.seeds[: config.arithmetic_seeds]
+    torch.manual_seed(run.seed)
     # The reference first: a bad --model fails before minutes of other work.
-    torch.manual_seed(seed)
-    reference, tokenizer = reference_model(config.arithmetic, seed=0, progress=not quick)
-    log(f"(b) reference ready ({time.perf_counter() - started:.0f}s)")
-    with Progress(transient=True) as bar:
-        job = bar.add_task("(a) tabular MDP", total=len(seeds))
-        for s in seeds:
+    reference, tokenizer = reference_model(config.arithmetic, seed=0, progress=run.show_progress)
+    run.log("(b) reference ready")
+    mdp_out: list[SeedOutcome] = []
+    with run.progress(len(mdp_seeds), "(a) tabular MDP") as bar:
+        for s in mdp_seeds:
             mdp_out.append(run_mdp(config.mdp, s))
-            bar.advance(job)
-    log(f"(a) tabular MDP done ({time.perf_counter() - started:.0f}s)")
+            bar.advance()
+    arith_out: list[SeedOutcome] = []
     for s in arith_seeds:
-        arith_out.append(run_arithmetic(reference, tokenizer, config.arithmetic, s, log=log))
-    log(f"(b) arithmetic done ({time.perf_counter() - started:.0f}s)")
-    rows = build_rows(mdp_out, arith_out)
+        arith_out.append(run_arithmetic(reference, tokenizer, config.arithmetic, s, log=run.log))
+    rows = build_rows(mdp_seeds, mdp_out, arith_seeds, arith_out)
     claims = build_claims(rows)
-    results = Results(manifest=manifest.finish(), rows=rows, claims=claims)
-    write_results(out / "results.json", results)
     figures = [
-        bar_chart(rows, "bon_accuracy", out / "bon_accuracy.png", split="arithmetic"),
-        bar_chart(rows, "auroc", out / "auroc.png", split="arithmetic"),
-        bar_chart(rows, "attribution_accuracy", out / "attribution.png", split="arithmetic"),
+        bar_chart(rows, metric, run.out / f"{metric}.png", split="arithmetic")
+        for metric in ("bon_accuracy", "auroc", "attribution_accuracy")
+        if any(r.metric == metric and r.split == "arithmetic" for r in rows)
     ]
     a = config.arithmetic
-    smoke = "QUICK SMOKE RUN (micro model, a few GRPO steps: numbers are not meaningful). "
+    smoke = "QUICK SMOKE RUN (micro model, a few RL steps: numbers are not meaningful). "
     intro = (
-        (smoke if quick else "")
+        (smoke if run.quick else "")
         + f"(a) Tabular chain-with-pit MDP ({config.mdp.length + 2} states, 4 actions, slip "
-        f"{config.mdp.slip}, beta {config.mdp.beta}), seeds {list(seeds)}. (b) Multi-step "
+        f"{config.mdp.slip}, beta {config.mdp.beta}), seeds {list(mdp_seeds)}. (b) Multi-step "
         f"arithmetic: reference = `{a.preset}` preset SFT model, policy = GRPO copy (trl, "
         f"{a.grpo.steps} steps of {a.grpo.prompts_per_step} prompts x {a.grpo.num_generations} "
-        f"samples, lr {a.grpo.learning_rate:g}, beta {a.grpo.beta}; `training_reward` = the "
-        f"verifier's reward on {a.n_reward_prompts} fresh training-split prompts x "
-        f"{a.grpo.num_generations} samples before and after GRPO), {a.n_candidates} samples "
-        f"at temperature "
-        f"{a.temperature} for each of {a.n_test} held-out problems per seed, seeds "
-        f"{list(arith_seeds)}. CPU only; GPU not measured."
+        f"samples, lr {a.grpo.learning_rate:g}, beta {a.grpo.beta}), {a.n_candidates} samples "
+        f"at temperature {a.temperature} for each of {a.n_test} held-out problems per seed, "
+        f"seeds {list(arith_seeds)}. Best-of-N and attribution hits are per item (paired "
+        "bootstrap over items), AUROC and Spearman per seed (paired t). CPU only; GPU not "
+        "measured."
     )
-    write_report(out, results, title=f"{DIST} {__version__}: demo", intro=intro, figures=figures)
-    held = sum(c.held for c in claims)
-    log(
-        f"wrote {out / 'results.json'} and report.md: {held}/{len(claims)} claims held "
-        f"({time.perf_counter() - started:.0f}s)"
+    return Report(
+        rows,
+        claims,
+        intro=intro,
+        figures=figures,
+        config=_jsonable({"demo": asdict(config)}),
     )
-    for c in claims:
-        log(f"  {'HELD    ' if c.held else 'NOT HELD'} {c.id}: {c.describe()}")
-    return results
 
 
 def _jsonable(obj: Any) -> Any:

@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 
 from progress_advantage.aggregate import aggregate_trajectory
-from progress_advantage.attribution import attribute_failure, chance_accuracy
-from progress_advantage.errors import ProgressAdvantageError
+from progress_advantage.attribution import attribute_failure
 from progress_advantage.mdp import (
     evaluate_policy,
     make_chain,
@@ -50,13 +49,19 @@ CONFIDENCE = ("mean-logprob", "self-certainty", "bottom10-confidence")
 
 @dataclass
 class SeedOutcome:
-    """One seed's counts and statistics; the demo turns lists of these into rows."""
+    """One seed's per-item results; the demo turns lists of these into paired rows.
 
-    bon: dict[str, tuple[float, int]] = field(default_factory=dict)  # method -> (hits, groups)
-    auroc: dict[str, tuple[float, int]] = field(default_factory=dict)  # method -> (auroc, n)
-    attribution: dict[str, tuple[float, int]] = field(default_factory=dict)  # (hits, n)
-    # Other numbers: (value, n); for a rate (``*_accuracy``, ``*_reward``) value = hits.
-    scalars: dict[str, tuple[float, int]] = field(default_factory=dict)
+    ``bon[method][group]`` is 1.0 when the method's pick of that group succeeded (random's is
+    the group's mean success, its expected value); ``attribution[method][trajectory]`` is the
+    (expected) top-1 hit on a failed trajectory; ``auroc[method]`` is one number per seed (an
+    AUROC is not a mean over items); ``rates[key][item]`` are per-item values of other rates.
+    """
+
+    bon: dict[str, dict[str, float]] = field(default_factory=dict)
+    auroc: dict[str, float] = field(default_factory=dict)
+    attribution: dict[str, dict[str, float]] = field(default_factory=dict)
+    rates: dict[str, dict[str, float]] = field(default_factory=dict)
+    scalars: dict[str, float] = field(default_factory=dict)
 
 
 def _selection_metrics(
@@ -65,19 +70,29 @@ def _selection_metrics(
     scores: dict[str, np.ndarray],
     success: np.ndarray,
     answers: Sequence[str | None] | None,
+    prefix: str,
 ) -> None:
-    """Best-of-N hits and AUROC for every scored method (NaN = unscorable candidate)."""
+    """Best-of-N hits per group and AUROC for every scored method (NaN = unscorable)."""
     for name, s in scores.items():
-        hits = sum(bool(success[g[best_of_n(s[list(g)])]]) for g in groups)
-        out.bon[name] = (float(hits), len(groups))
+        out.bon[name] = {
+            f"{prefix}{k}": float(success[g[best_of_n(s[list(g)])]]) for k, g in enumerate(groups)
+        }
         ok = ~np.isnan(s)
-        out.auroc[name] = (auroc(s[ok], success[ok]), int(ok.sum()))
+        value = auroc(s[ok], success[ok])
+        if np.isfinite(value):
+            out.auroc[name] = value
     # Random selection: its expected accuracy, exactly (the mean success of each group).
-    out.bon["random"] = (float(sum(success[list(g)].mean() for g in groups)), len(groups))
-    out.bon["oracle (pass@N)"] = (float(sum(success[list(g)].any() for g in groups)), len(groups))
+    out.bon["random"] = {
+        f"{prefix}{k}": float(success[list(g)].mean()) for k, g in enumerate(groups)
+    }
+    out.bon["oracle (pass@N)"] = {
+        f"{prefix}{k}": float(success[list(g)].any()) for k, g in enumerate(groups)
+    }
     if answers is not None:
-        hits = sum(bool(success[g[majority_vote([answers[i] for i in g])]]) for g in groups)
-        out.bon["majority-vote"] = (float(hits), len(groups))
+        out.bon["majority-vote"] = {
+            f"{prefix}{k}": float(success[g[majority_vote([answers[i] for i in g])]])
+            for k, g in enumerate(groups)
+        }
 
 
 # ----------------------------------------------------------------------------- (a) MDP
@@ -109,8 +124,8 @@ def run_mdp(setup: MDPSetup, seed: int) -> SeedOutcome:
     pi_rl = reinforce_kl(mdp, beta, iterations=setup.iterations, seed=seed)
     pa_table = beta * np.log(pi_rl / mdp.ref)
     out = SeedOutcome()
-    out.scalars["exact_identity_max_error"] = (identity_err, A_star.size)
-    out.scalars["spearman_vs_exact"] = (spearman(pa_table[chain], A_star), A_star.size)
+    out.scalars["exact_identity_max_error"] = identity_err
+    out.scalars["spearman_vs_exact"] = spearman(pa_table[chain], A_star)
 
     rng = np.random.default_rng(10_000 + seed)
     n = setup.groups * setup.n_candidates
@@ -128,7 +143,7 @@ def run_mdp(setup: MDPSetup, seed: int) -> SeedOutcome:
         list(range(g * setup.n_candidates, (g + 1) * setup.n_candidates))
         for g in range(setup.groups)
     ]
-    _selection_metrics(out, groups, scores, ep.success, None)
+    _selection_metrics(out, groups, scores, ep.success, None, f"{seed}:")
     failed = np.flatnonzero(ep.first_pit >= 0)
     steps_alive = alive.sum(1)
     for name, table in (
@@ -136,12 +151,14 @@ def run_mdp(setup: MDPSetup, seed: int) -> SeedOutcome:
         ("exact-advantage", step_exact),
         ("mean-logprob", step_logp),
     ):
-        hits = sum(attribute_failure(table[i, : steps_alive[i]]) == ep.first_pit[i] for i in failed)
-        out.attribution[name] = (float(hits), len(failed))
-    if len(failed):
-        chance = chance_accuracy(steps_alive[failed])
-        out.attribution["random"] = (chance * len(failed), len(failed))
-    out.scalars["policy_success"] = (float(ep.success.mean()), n)
+        out.attribution[name] = {
+            f"{seed}:{i}": float(
+                attribute_failure(table[i, : steps_alive[i]], "argmin") == ep.first_pit[i]
+            )
+            for i in failed
+        }
+    out.attribution["uniform step"] = {f"{seed}:{i}": 1.0 / steps_alive[i] for i in failed}
+    out.scalars["policy_success"] = float(ep.success.mean())
     return out
 
 
@@ -192,11 +209,9 @@ def reference_model(setup: ArithmeticSetup, seed: int = 0, progress: bool = True
     from paperstack import tiny
 
     if setup.model is not None:
-        try:
-            return tiny.load(setup.model)
-        except (OSError, ValueError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ProgressAdvantageError(f"--model {setup.model}: cannot load ({first})") from None
+        from paperstack.checkpoint import load_pretrained
+
+        return load_pretrained(setup.model, tiny.load)
     if setup.cached:
         return tiny.pretrained(
             setup.preset, ("arithmetic",), steps=setup.sft_steps, seed=seed, progress=progress
@@ -268,17 +283,21 @@ def run_arithmetic(
             ),
             seed + 700,
         )
-        rewards = [task.verify(e, c) for e, cs in zip(reward_ex, samples, strict=True) for c in cs]
-        out.scalars[key] = (float(sum(rewards)), len(rewards))
+        out.rates[key] = {
+            f"{seed}:{k}": float(np.mean([task.verify(e, c) for c in cs]))
+            for k, (e, cs) in enumerate(zip(reward_ex, samples, strict=True))
+        }
     kl = [h["kl"] for h in history if "kl" in h]
-    r_pol, r_ref = (out.scalars[k] for k in ("policy_training_reward", "reference_training_reward"))
+    r_pol, r_ref = (
+        float(np.mean(list(out.rates[k].values())))
+        for k in ("policy_training_reward", "reference_training_reward")
+    )
     log(
-        f"  seed {seed}: GRPO {setup.grpo.steps} steps, training reward (verifier, "
-        f"{r_ref[1]} samples) reference {r_ref[0] / max(1, r_ref[1]):.3f} -> policy "
-        f"{r_pol[0] / max(1, r_pol[1]):.3f}; last logged per-token kl "
+        f"  seed {seed}: GRPO {setup.grpo.steps} steps, training reward (verifier) reference "
+        f"{r_ref:.3f} -> policy {r_pol:.3f}; last logged per-token kl "
         f"{kl[-1] if kl else float('nan'):.4f}"
     )
-    if r_pol[0] <= r_ref[0]:
+    if r_pol <= r_ref:
         log(f"  seed {seed}: WARNING: GRPO did not raise the training reward")
     beta = setup.grpo.beta
     scorer = LogRatioScorer(policy, reference, tokenizer, features=True, batch_size=128)
@@ -321,11 +340,14 @@ def run_arithmetic(
         test_ex, _sample(policy, tokenizer, prompts, setup, seed)
     )
     ref_samples = _sample(reference, tokenizer, prompts, setup, seed)
-    ref_success = [
-        task.verify(e, c) for e, cs in zip(test_ex, ref_samples, strict=True) for c in cs
-    ]
-    out.scalars["policy_sample_accuracy"] = (float(success.sum()), success.size)
-    out.scalars["reference_sample_accuracy"] = (float(sum(ref_success)), len(ref_success))
+    k_n = setup.n_candidates
+    out.rates["reference_sample_accuracy"] = {
+        f"{seed}:{k}": float(np.mean([task.verify(e, c) for c in cs]))
+        for k, (e, cs) in enumerate(zip(test_ex, ref_samples, strict=True))
+    }
+    out.rates["policy_sample_accuracy"] = {
+        f"{seed}:{k}": float(success[k * k_n : (k + 1) * k_n].mean()) for k in range(len(test_ex))
+    }
     scored = score(trajs)
 
     n = len(trajs)
@@ -356,20 +378,16 @@ def run_arithmetic(
         list(range(g * setup.n_candidates, (g + 1) * setup.n_candidates))
         for g in range(len(test_ex))
     ]
-    _selection_metrics(out, groups, scores, success, answers)
+    _selection_metrics(out, groups, scores, success, answers, f"{seed}:")
     failed = [i for i in range(n) if scored[i] is not None and first_err[i] is not None]
     for k, table in step_tables.items():
-        hits = 0
+        hit: dict[str, float] = {}
         for i in failed:
             row = table[i]
             assert row is not None
-            hits += attribute_failure(row) == first_err[i]
-        out.attribution[k] = (float(hits), len(failed))
-    if failed:
-        n_steps = [scored[i].n_steps for i in failed]
-        out.attribution["random"] = (chance_accuracy(n_steps) * len(failed), len(failed))
-        # A reference point, not a baseline of the paper: how often the error is in step 0.
-        first = sum(first_err[i] == 0 for i in failed)
-        out.attribution["always first step"] = (float(first), len(failed))
-    out.scalars["unscorable_candidates"] = (float(sum(t is None for t in trajs)), n)
+            hit[f"{seed}:{i}"] = float(attribute_failure(row, "argmin") == first_err[i])
+        out.attribution[k] = hit
+    out.attribution["uniform step"] = {f"{seed}:{i}": 1.0 / scored[i].n_steps for i in failed}
+    out.attribution["first step"] = {f"{seed}:{i}": float(first_err[i] == 0) for i in failed}
+    out.scalars["unscorable_candidates"] = float(sum(t is None for t in trajs))
     return out
