@@ -281,3 +281,26 @@ def test_demo_with_a_missing_model_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "--model" in err
+
+
+def test_train_policy_command_saves_a_loadable_policy(tmp_path, models):
+    out = tmp_path / "policy"
+    argv = ["train-policy", "--reference", str(models / "reference"), "--out", str(out),
+            "--prompts-per-step", "2", "--num-generations", "2", "--min-steps", "1",
+            "--max-steps", "1", "--window", "1", "--train-prompts", "4"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((out / "ranks" / "rank0.json").read_text())
+    assert record["world_size"] == 1
+    assert record["steps"] == 1
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(out).config.vocab_size > 0
+
+
+def test_train_policy_refuses_a_single_generation(tmp_path, models, capsys):
+    argv = ["train-policy", "--reference", str(models / "reference"), "--out",
+            str(tmp_path / "p"), "--num-generations", "1"]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "leave-one-out" in capsys.readouterr().err

@@ -1,9 +1,17 @@
 import numpy as np
+import pytest
 from progress_advantage.beam import BeamSettings, step_beam_search
 from progress_advantage.demo import build_claims, build_rows
-from progress_advantage.experiment import MDPSetup, SeedOutcome, first_wrong_step, run_mdp
-from progress_advantage.metrics import auroc
-from progress_advantage.orm import OutcomeRewardModel
+from progress_advantage.evaluation import Uses, choose_best, evaluate_uses
+from progress_advantage.experiment import (
+    BetaOutcome,
+    LMOutcome,
+    MDPSetup,
+    first_wrong_step,
+    run_mdp,
+)
+from progress_advantage.policy import RLResult
+from progress_advantage.prm import ProcessRewardModel
 
 from paperstack import tasks
 
@@ -17,15 +25,6 @@ def test_first_wrong_step_follows_the_step_checker():
     assert first_wrong_step(task, ex, "4*2=8\n3+8=11\nAnswer: 12") == 2
 
 
-def test_orm_learns_a_separable_outcome():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(200, 5))
-    y = x[:, 0] + 0.1 * rng.normal(size=200) > 0
-    orm = OutcomeRewardModel().fit(x, y)
-    assert auroc(orm.logit(x), y) > 0.95
-    assert orm.step_scores(x[:3]).shape == (3,)
-
-
 def test_beam_search_returns_one_scored_trajectory_per_prompt(micro):
     policy, reference, tok = micro
     out = step_beam_search(
@@ -35,53 +34,125 @@ def test_beam_search_returns_one_scored_trajectory_per_prompt(micro):
     assert all(isinstance(t.extra["score"], float) and t.n_steps >= 1 for t in out)
 
 
-def test_mdp_experiment_and_claims_follow_from_rows():
-    small = MDPSetup(length=6, iterations=150, groups=20)
-    mdp = [run_mdp(small, s) for s in (0, 1)]
-    assert all(o.scalars["exact_identity_max_error"] < 1e-9 for o in mdp)
-    items = [f"{s}:{k}" for s in (0, 1) for k in range(10)]
+def test_evaluate_uses_per_item_and_positional_priors():
+    success = np.array([True, False, False, True])
+    groups = [[0, 1], [2, 3]]
+    first = [None, 1, 0, None]
+    steps = [2, 3, 2, 2]
+    traj = {"m": np.array([0.1, 0.9, 0.2, np.nan])}
+    step_scores = {"m": [np.zeros(2), np.array([0.5, -1.0, 0.2]), np.array([-1.0, 0.3]), None]}
+    u = evaluate_uses("7:", groups, success, first, steps, traj, step_scores)
+    assert u.bon["m"] == {"7:0": 0.0, "7:1": 0.0}  # NaN never wins, so group 1 picks item 2
+    assert u.bon["random"] == {"7:0": 0.5, "7:1": 0.5}
+    assert u.bon["oracle (pass@N)"] == {"7:0": 1.0, "7:1": 1.0}
+    assert u.attribution["m (min-cumulative)"] == {"7:1": 1.0, "7:2": 1.0}
+    assert u.attribution["first step"] == {"7:1": 0.0, "7:2": 1.0}
+    assert u.attribution["last step"] == {"7:1": 0.0, "7:2": 0.0}
+    assert u.attribution["uniform step"] == {"7:1": 1 / 3, "7:2": 0.5}
+    assert u.auroc["m"] == pytest.approx(0.0)  # scores put the failures above the success
+    assert choose_best({"a": 0.3, "b": 0.5, "c": float("nan")}, ["a", "b", "c"]) == "b"
 
-    def hits(rate):  # per-item 0/1 hits with the given fraction of ones, same items everywhere
-        return {key: float(k % 10 < rate * 10) for k, key in enumerate(items)}
 
-    def outcome(seed, shift):
-        own = [key for key in items if key.startswith(f"{seed}:")]
-        return SeedOutcome(
+def test_prm_blames_the_first_unlikely_step():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4))
+    y = x[:, 0] > 0
+    prm = ProcessRewardModel().fit(x, y)
+    steps = np.array([[2.0, 0, 0, 0], [-2.0, 0, 0, 0], [-3.0, 0, 0, 0]])
+    assert prm.blame(steps) == 1
+    assert prm.trajectory_score(steps) == pytest.approx(prm.step_scores(steps).min())
+    assert (prm.step_scores(steps) <= 0).all()
+
+
+def _outcomes():
+    mdp = {
+        f: [
+            (s, run_mdp(MDPSetup(length=6, max_iterations=200, groups=20, val_groups=10), f, s))
+            for s in (0, 1)
+        ]
+        for f in ("random", "confident-wrong")
+    }
+
+    def uses(seed, pa_rate, shift):
+        items = [f"{seed}:{k}" for k in range(12)]
+        hit = lambda rate: {k: float(i % 12 < rate * 12) for i, k in enumerate(items)}  # noqa: E731
+        u = Uses(
             bon={
-                name: {k: v for k, v in hits(rate).items() if k in own}
-                for name, rate in {
-                    "progress-advantage": 0.6,
-                    "mean-logprob": 0.5,
-                    "self-certainty": 0.4,
-                    "bottom10-confidence": 0.7,
-                }.items()
+                "progress-advantage": hit(pa_rate),
+                "mean-logprob": hit(0.5),
+                "self-certainty": hit(0.25),
+                "bottom10-confidence": hit(0.5),
+                "prm": hit(0.5),
             },
             auroc={
-                "progress-advantage": 0.7 + shift,
+                "progress-advantage": 0.8 + 2 * shift,
                 "mean-logprob": 0.6 + shift,
                 "self-certainty": 0.5,
                 "bottom10-confidence": 0.55,
             },
             attribution={
-                "progress-advantage": {k: v for k, v in hits(0.9).items() if k in own},
-                "uniform step": {k: 0.25 for k in own},
-            },
-            rates={
-                "policy_training_reward": {k: v for k, v in hits(0.8).items() if k in own},
-                "reference_training_reward": {k: v for k, v in hits(0.5).items() if k in own},
+                "progress-advantage (min-cumulative)": hit(0.9),
+                "mean-logprob (argmin)": hit(0.3),
+                "first step": hit(0.4),
+                "last step": hit(0.1),
+                "uniform step": {k: 0.25 for k in items},
             },
         )
+        return u
 
-    rows = build_rows((0, 1), mdp, (0, 1), [outcome(0, 0.0), outcome(1, 0.02)])
+    def beta_outcome(seed, rho):
+        rl = RLResult(steps=30, plateaued=True, objective=[0.1, 0.2])
+        j = {f"{seed}:{k}": 0.5 + 0.01 * k for k in range(6)}
+        return BetaOutcome(
+            rl=rl,
+            objective={"RL policy": {k: v + 0.1 for k, v in j.items()}, "reference": j},
+            mc_spearman=rho,
+            mc_pairs=200,
+            test=uses(seed, 0.75, 0.01 * seed),
+            val=uses(seed, 0.75, 0.0),
+            sample_accuracy={f"{seed}:0": 0.5},
+        )
+
+    lm = [
+        (
+            s,
+            LMOutcome(
+                headroom={"mean-logprob": 0.6 + 0.01 * s},
+                reference_accuracy={f"{s}:0": 0.7},
+                betas={0.1: beta_outcome(s, 0.7 + 0.01 * s), 0.5: beta_outcome(s, 0.3 + 0.01 * s)},
+            ),
+        )
+        for s in (0, 1, 2)
+    ]
+    return mdp, lm
+
+
+def test_rows_and_claims_follow_the_declared_design():
+    mdp, lm = _outcomes()
+    rows, chosen = build_rows(mdp, lm, (0.1, 0.5))
     by = {(r.system, r.metric, r.split): r for r in rows}
-    assert by["RL policy", "training_reward", "arithmetic-train"].items is not None
-    assert by["progress-advantage", "auroc", "arithmetic"].seeds == {"0": 0.7, "1": 0.72}
-    spearman_row = by["progress-advantage", "spearman_vs_exact", "mdp"]
+    best = by["best confidence baseline", "bon_accuracy", "lm-b0.1"]
+    assert best.unit == "mean-logprob, chosen on validation"  # 0.5 on validation, first on ties
+    assert chosen["lm-b0.1"]["attribution_accuracy: best positional prior"] == "first step"
+    assert by["progress-advantage", "auroc", "lm-b0.1"].seeds == pytest.approx(
+        {"0": 0.8, "1": 0.82, "2": 0.84}
+    )
+    spearman_row = by["progress-advantage", "spearman_vs_exact", "mdp-random"]
     assert -1.0 <= spearman_row.ci95[0] <= spearman_row.ci95[1] <= 1.0  # clipped to the range
-    claims = {c.id: c for c in build_claims(rows)}
-    assert claims["exact_identity"].verdict == "held"
-    assert claims["exact_identity"].exact
-    assert claims["pa_bon_beats_confidence"].verdict != "held"  # 0.6 < best confidence 0.7
-    assert claims["pa_auroc_beats_confidence"].method == "paired-t"
-    assert claims["pa_attribution_above_chance"].verdict == "held"
-    assert claims["premise_rl_raised_training_reward"].method == "paired-bootstrap"
+    claims, skipped = build_claims(rows, (0.1, 0.5))
+    ids = {c.id: c for c in claims}
+    assert ids["exact_identity"].exact
+    assert ids["exact_identity"].verdict == "held"
+    assert ids["premise_headroom"].verdict == "held"  # 0.61 [0.585, 0.635] <= 0.75
+    assert ids["premise_rl_objective_b01"].method == "paired-bootstrap"  # 18 prompts
+    assert ids["pa_bon_beats_confidence_b01"].method == "paired-bootstrap"
+    assert ids["pa_auroc_beats_confidence_b01"].verdict == "held"  # +0.20, 0.21, 0.22
+    assert ids["pa_attribution_beats_positional_b01"].verdict == "held"
+    # beta 0.5: Spearman(PA, MC) 0.3 < 0.5, so its four claims are listed, not judged
+    assert ids["mc_agreement_b05"].verdict == "not_held"
+    assert "pa_bon_beats_confidence_b05" not in ids
+    assert len(skipped) == 4
+    assert all("0.310 < 0.5" in line for line in skipped)
+    assert {"pa_matches_exact_advantage_random", "premise_mdp_converged_confident_wrong"} <= set(
+        ids
+    )

@@ -81,6 +81,8 @@ def run_bench(run: Run) -> Report:
     args = run.args
     repeats = 2 if run.quick else args.repeats
     n = min(args.trajectories, 16) if run.quick else args.trajectories
+    if not 1 <= args.steps <= 20:
+        raise ProgressAdvantageError(f"--steps {args.steps}: must be 1..20 (solution lines)")
     if repeats < 2:
         raise ProgressAdvantageError(f"--repeats {repeats}: needs at least 2 (paired repeats)")
     if run.device == "cpu":

@@ -68,6 +68,79 @@ def demo(run: Run) -> Report:
     return run_demo(run)
 
 
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    from progress_advantage.policy import RLSettings
+
+    d = RLSettings()
+    p.add_argument("--reference", required=True, help="reference model folder (SFT'd)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the trained policy")
+    p.add_argument("--task", default="arithmetic", help="paperstack task whose verifier rewards")
+    p.add_argument("--beta", type=_beta, default=d.beta, help="KL coefficient (in the reward)")
+    p.add_argument("--lr", type=_beta, default=d.learning_rate, help="learning rate")
+    p.add_argument("--prompts-per-step", type=_positive, default=d.prompts_per_step)
+    p.add_argument("--num-generations", type=_positive, default=d.num_generations)
+    p.add_argument("--min-steps", type=_positive, default=d.min_steps)
+    p.add_argument("--max-steps", type=_positive, default=d.max_steps)
+    p.add_argument("--window", type=_positive, default=d.window, help="plateau window (steps)")
+    p.add_argument("--train-prompts", type=_positive, default=d.train_prompts)
+    p.add_argument("--seed", type=int, default=0)
+
+
+@cli.command(
+    "train-policy",
+    "KL-regularised RL (trl RLOO, KL in the reward) from a reference, to a plateau; runs under "
+    "`accelerate launch --num_processes N` as well",
+    _train_arguments,
+)
+def train_policy_command(args: argparse.Namespace) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from paperstack import tasks
+    from paperstack.checkpoint import load_pretrained
+    from paperstack.records import atomic_write_json
+    from progress_advantage.policy import RLSettings, train_rl_policy
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PaperstackError(f"--out {args.out}: exists and is not a directory")
+    if args.num_generations < 2:
+        raise PaperstackError("--num-generations must be >= 2 (RLOO's leave-one-out baseline)")
+    torch.set_num_threads(1)
+    task = tasks.get(args.task)
+    reference = load_pretrained(args.reference, AutoModelForCausalLM.from_pretrained)
+    tok = load_pretrained(args.reference, AutoTokenizer.from_pretrained)
+    settings = RLSettings(
+        beta=args.beta,
+        learning_rate=args.lr,
+        prompts_per_step=args.prompts_per_step,
+        num_generations=args.num_generations,
+        min_steps=args.min_steps,
+        max_steps=args.max_steps,
+        window=args.window,
+        train_prompts=args.train_prompts,
+    )
+    policy, result = train_rl_policy(
+        reference, tok, task, settings, seed=args.seed, save_to=args.out
+    )
+    rank, world = result.rank, result.world_size
+    checksum = float(sum(p.detach().double().sum() for p in policy.parameters()))
+    record = {
+        "rank": rank,
+        "world_size": world,
+        "steps": result.steps,
+        "plateaued": result.plateaued,
+        "objective": result.objective,
+        "checksum": checksum,
+    }
+    atomic_write_json(args.out / "ranks" / f"rank{rank}.json", record)
+    if rank == 0:
+        print(
+            f"{PROG}: trained {result.steps} RLOO steps on {world} process(es) "
+            f"({'plateau' if result.plateaued else 'step cap'}) -> {args.out}"
+        )
+    return 0
+
+
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shape",
@@ -218,9 +291,13 @@ def best_of_n_command(args: argparse.Namespace) -> int:
     for g in group_indices([t.group or t.id for t in trajs]):
         i = g[best_of_n([scores[j] for j in g])]
         picks.append(
-            {"group": trajs[i].group, "id": trajs[i].id, "score": scores[i],
-             "success": trajs[i].success}
-        )  # fmt: skip
+            {
+                "group": trajs[i].group,
+                "id": trajs[i].id,
+                "score": scores[i],
+                "success": trajs[i].success,
+            }
+        )
     _write_jsonl(args.out, picks)
     labelled = [p for p in picks if p["success"] is not None]
     msg = f"{PROG}: best-of-n picked {len(picks)} trajectories"
@@ -272,9 +349,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, help="JSONL file of the decisions")
 
 
-@cli.command(
-    "attribute", "blame one step of each failed trajectory", _attribute_arguments
-)  # fmt: skip
+@cli.command("attribute", "blame one step of each failed trajectory", _attribute_arguments)
 def attribute_command(args: argparse.Namespace) -> int:
     from progress_advantage.attribution import attribute_failure
 

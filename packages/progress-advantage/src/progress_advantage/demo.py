@@ -1,8 +1,24 @@
 """The reproduction: (a) the tabular MDP, (b) arithmetic with a tiny LM; rows, claims, report.
 
-Rows carry what a paired comparison needs: best-of-N and attribution hits per item (a group of
-candidates, a failed trajectory; keyed ``seed:index``, so two methods compare on the same
-items by a paired bootstrap), AUROC and Spearman per seed (Student t over seeds, paired).
+Design, fixed before any claim was computed (the README repeats it):
+
+- rows carry what a paired comparison needs: best-of-N and attribution hits per item (a group
+  of candidates, a failed trajectory; keyed ``seed:index``, so two methods compare on the same
+  items by a paired bootstrap), AUROC, Spearman and the other per-run numbers per seed (paired
+  Student t). Displayed intervals of bounded metrics are clipped to their range;
+- "the best confidence baseline" of a metric (and the best positional prior for attribution,
+  and the best (confidence, rule) pair there) is the one with the highest *validation* value,
+  measured on separate problems (episodes) sampled from the same policy, never on the test
+  rows it is then compared on. Progress advantage is not tuned: its configuration is the
+  theorem's (step score = sum of token log-ratios, trajectory score = their sum, attribution =
+  the authors' default argmin of the cumulative sum);
+- premises come first, as claims of their own: in the MDP that RL converged (exact objective
+  gap), in the LM arm the headroom check (the reference's own mean log-probability does not
+  already predict success, AUROC <= 0.75) and, per beta, that RL raised the KL-regularised
+  objective over the reference;
+- the LM claims of a beta are evaluated only when its policy's step log-ratios agree with the
+  Monte-Carlo soft advantage (mean Spearman over seeds >= 0.5, the agreement itself a claim);
+  otherwise they are listed in the report as inconclusive with that number, not judged.
 """
 
 from __future__ import annotations
@@ -11,24 +27,33 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from paperstack.contract import Report, Run
 from paperstack.records import Claim, Row
+from progress_advantage.attribution import ATTRIBUTION_RULES, POSITIONAL_PRIORS
+from progress_advantage.evaluation import Uses, choose_best, mean_of
 from progress_advantage.experiment import (
     CONFIDENCE,
     PA,
-    ArithmeticSetup,
+    LMOutcome,
+    LMSetup,
+    MDPOutcome,
     MDPSetup,
-    SeedOutcome,
-    run_arithmetic,
-    run_mdp,
 )
-from progress_advantage.policy import GRPOSettings
+from progress_advantage.mdp import REFERENCE_FAMILIES
+from progress_advantage.policy import RLSettings
 
 __all__ = ["DemoConfig", "build_claims", "build_rows", "run_demo"]
 
 BEST_CONF = "best confidence baseline"
+BEST_PRIOR = "best positional prior"
+PA_ATTR = f"{PA} (min-cumulative)"
 #: Metrics bounded to [-1, 1] or [0, 1]: a row's displayed interval is clipped to that range.
-BOUNDS = {"spearman_vs_exact": (-1.0, 1.0), "auroc": (0.0, 1.0)}
+BOUNDS = {"spearman": (-1.0, 1.0), "auroc": (0.0, 1.0), "accuracy": (0.0, 1.0)}
+#: The gate on the LM claims of a beta: mean Spearman(PA, MC soft advantage) over seeds.
+MC_GATE = 0.5
+HEADROOM = 0.75
 
 
 @dataclass(frozen=True)
@@ -36,256 +61,514 @@ class DemoConfig:
     """Sizes of the full demo; :meth:`quick` is the CI smoke version."""
 
     mdp: MDPSetup = field(default_factory=MDPSetup)
-    arithmetic: ArithmeticSetup = field(default_factory=ArithmeticSetup)
-    arithmetic_seeds: int = 3
+    lm: LMSetup = field(default_factory=LMSetup)
+    lm_seeds: int = 3
 
     @classmethod
     def quick(cls) -> DemoConfig:
-        """Seconds instead of minutes: micro model trained here (solves little), few RL steps."""
+        """Seconds instead of minutes: a micro reference trained here (solves little), two RL
+        steps per beta, a few problems. Its numbers mean nothing; it proves the pipeline."""
         from paperstack import tiny
 
+        rl = RLSettings(
+            prompts_per_step=2,
+            num_generations=4,
+            max_completion_length=32,
+            train_prompts=16,
+            min_steps=2,
+            max_steps=2,
+            window=1,
+        )
         return cls(
-            mdp=MDPSetup(iterations=300, groups=100),
-            arithmetic=ArithmeticSetup(
+            mdp=MDPSetup(max_iterations=300, groups=50, val_groups=25),
+            lm=LMSetup(
                 preset=tiny.QUICK_PRESET,
                 sft_steps=100,
                 cached=False,
-                grpo=replace(
-                    GRPOSettings(),
-                    steps=2,
-                    prompts_per_step=2,
-                    train_prompts=16,
-                    max_completion_length=32,
-                ),
-                n_test=16,
-                n_orm_prompts=8,
-                n_reward_prompts=8,
+                rl=rl,
+                n_test=6,
+                n_val=4,
+                n_prm=4,
+                n_objective=4,
+                objective_samples=2,
+                n_candidates=4,
+                mc_trajectories=4,
+                mc_rollouts=2,
                 max_new_tokens=32,
             ),
-            arithmetic_seeds=1,
+            lm_seeds=1,
         )
 
 
-def _clip(row: Row) -> Row:
-    lo_hi = BOUNDS.get(row.metric)
-    if lo_hi is None or row.ci95 is None:
-        return row
-    lo, hi = lo_hi
-    return row.model_copy(update={"ci95": (max(lo, row.ci95[0]), min(hi, row.ci95[1]))})
+# ----------------------------------------------------------------------------- rows
 
 
-def _merge(per_seed: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+def _bounded(row: Row) -> Row:
+    for key, (lo, hi) in BOUNDS.items():
+        if key in row.metric and row.ci95 is not None:
+            ci = (max(lo, row.ci95[0]), min(hi, row.ci95[1]))
+            return row.model_copy(update={"ci95": ci})
+    return row
+
+
+def _items(name: str, metric: str, values: dict[str, float], split: str, **kw: Any) -> Row:
+    return _bounded(Row.from_items(name, metric, values, split=split, **kw))
+
+
+def _seeds(name: str, metric: str, values: dict[int, float], split: str, **kw: Any) -> Row:
+    return _bounded(Row.from_seeds(name, metric, values, split=split, **kw))
+
+
+def _pooled(per_seed: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    for seed_items in per_seed:
-        for name, items in seed_items.items():
+    for d in per_seed:
+        for name, items in d.items():
             out.setdefault(name, {}).update(items)
     return out
 
 
-def _item_rows(
-    rows: list[Row], split: str, metric: str, items: dict[str, dict[str, float]]
-) -> None:
-    for name, values in items.items():
-        if values:
-            rows.append(Row.from_items(name, metric, values, split=split))
-
-
-def _seed_rows(
+def _use_rows(
     rows: list[Row],
     split: str,
-    metric: str,
     seeds: Sequence[int],
-    per_seed: Sequence[dict[str, float]],
-) -> None:
-    names = {n for d in per_seed for n in d}
-    for name in sorted(names):
-        values = {s: d[name] for s, d in zip(seeds, per_seed, strict=True) if name in d}
+    test: Sequence[Uses],
+    val: Sequence[Uses],
+    confidence: Sequence[str],
+) -> dict[str, str]:
+    """Rows of every use and method, and the validation-chosen "best" rows; returns the
+    choices (metric -> chosen system) for the report."""
+    chosen: dict[str, str] = {}
+    bon, val_bon = _pooled([u.bon for u in test]), _pooled([u.bon for u in val])
+    for name, values in bon.items():
         if values:
-            rows.append(_clip(Row.from_seeds(name, metric, values, split=split)))
-
-
-def _best_confidence(rows: list[Row], split: str, metric: str) -> None:
-    cands = [r for r in rows if r.split == split and r.metric == metric and r.system in CONFIDENCE]
-    if cands:
-        best = max(cands, key=lambda r: r.value)
-        rows.append(best.model_copy(update={"system": BEST_CONF}))
+            rows.append(_items(name, "bon_accuracy", values, split))
+    attr, val_attr = _pooled([u.attribution for u in test]), _pooled([u.attribution for u in val])
+    for name, values in attr.items():
+        if values:
+            rows.append(_items(name, "attribution_accuracy", values, split))
+    auroc_names = sorted({k for u in test for k in u.auroc})
+    for name in auroc_names:
+        per_seed = {s: u.auroc[name] for s, u in zip(seeds, test, strict=True) if name in u.auroc}
+        if per_seed:
+            rows.append(_seeds(name, "auroc", per_seed, split))
+    val_auroc = {
+        k: float(np.mean([u.auroc[k] for u in val if k in u.auroc]))
+        for k in {k for u in val for k in u.auroc}
+    }
+    picks = {
+        ("bon_accuracy", BEST_CONF): choose_best(
+            {k: mean_of(v) for k, v in val_bon.items()}, confidence
+        ),
+        ("auroc", BEST_CONF): choose_best(val_auroc, confidence),
+        ("attribution_accuracy", BEST_CONF): choose_best(
+            {k: mean_of(v) for k, v in val_attr.items()},
+            [f"{c} ({r})" for c in confidence for r in ATTRIBUTION_RULES],
+        ),
+        ("attribution_accuracy", BEST_PRIOR): choose_best(
+            {k: mean_of(v) for k, v in val_attr.items()}, POSITIONAL_PRIORS
+        ),
+    }
+    for (metric, label), name in picks.items():
+        source = next(
+            (r for r in rows if (r.system, r.metric, r.split) == (name, metric, split)), None
+        )
+        if source is not None:
+            rows.append(
+                source.model_copy(update={"system": label, "unit": f"{name}, chosen on validation"})
+            )
+            chosen[f"{metric}: {label}"] = name
+    return chosen
 
 
 def build_rows(
-    mdp_seeds: Sequence[int],
-    mdp: Sequence[SeedOutcome],
-    arith_seeds: Sequence[int],
-    arith: Sequence[SeedOutcome],
-) -> list[Row]:
-    """Rows from per-seed outcomes of both experiments."""
+    mdp: dict[str, list[tuple[int, MDPOutcome]]],
+    lm: list[tuple[int, LMOutcome]],
+    betas: Sequence[float],
+) -> tuple[list[Row], dict[str, dict[str, str]]]:
+    """Rows of both arms (``mdp[family] = [(seed, outcome)]``, ``lm = [(seed, outcome)]``)."""
     rows: list[Row] = []
-    if mdp:
-        rows.append(
-            _clip(
-                Row.from_seeds(
-                    PA,
-                    "spearman_vs_exact",
-                    {
-                        s: o.scalars["spearman_vs_exact"]
-                        for s, o in zip(mdp_seeds, mdp, strict=True)
-                    },
-                    split="mdp",
-                )
-            )
-        )
+    chosen: dict[str, dict[str, str]] = {}
+    errors = [o.identity_error for outs in mdp.values() for _, o in outs]
+    if errors:
         rows.append(
             Row(
                 system="exact KL-optimal policy",
                 metric="identity_max_error",
-                value=max(o.scalars["exact_identity_max_error"] for o in mdp),
-                n=len(mdp),
+                value=max(errors),
+                n=len(errors),
                 split="mdp",
                 unit="max |beta log pi*/pi_ref - A*|",
             )
         )
-        _item_rows(rows, "mdp", "bon_accuracy", _merge([o.bon for o in mdp]))
-        _seed_rows(rows, "mdp", "auroc", mdp_seeds, [o.auroc for o in mdp])
-        _item_rows(rows, "mdp", "attribution_accuracy", _merge([o.attribution for o in mdp]))
-    if arith:
-        rates = _merge([o.rates for o in arith])
-        for key, system, metric, split in (
-            ("policy_training_reward", "RL policy", "training_reward", "arithmetic-train"),
-            ("reference_training_reward", "reference (SFT)", "training_reward", "arithmetic-train"),
-            ("policy_sample_accuracy", "RL policy", "sample_accuracy", "arithmetic"),
-            ("reference_sample_accuracy", "reference (SFT)", "sample_accuracy", "arithmetic"),
-        ):
-            if rates.get(key):
-                rows.append(Row.from_items(system, metric, rates[key], split=split))
-        _item_rows(rows, "arithmetic", "bon_accuracy", _merge([o.bon for o in arith]))
-        _seed_rows(rows, "arithmetic", "auroc", arith_seeds, [o.auroc for o in arith])
-        _item_rows(
-            rows, "arithmetic", "attribution_accuracy", _merge([o.attribution for o in arith])
+    for family, outs in mdp.items():
+        split = f"mdp-{family}"
+        seeds = [s for s, _ in outs]
+        rows.append(_seeds(PA, "spearman_vs_exact", {s: o.spearman for s, o in outs}, split))
+        rows.append(
+            _seeds(
+                "REINFORCE-KL policy",
+                "objective_gap",
+                {s: o.convergence.gap for s, o in outs},
+                split,
+                unit="mean_s V*(s) - V^pi(s)",
+            )
         )
-        for metric in ("bon_accuracy", "auroc", "attribution_accuracy"):
-            _best_confidence(rows, "arithmetic", metric)
-    return rows
-
-
-def build_claims(rows: Sequence[Row]) -> list[Claim]:
-    """The premise, the exact identity and the paper's claims, computed from ``rows``."""
-    have = {(r.system, r.metric, r.split) for r in rows}
-    claims = [
-        Claim.compare(
-            "premise_rl_raised_training_reward",
-            "premise: KL-regularised RL raised the verifier's reward over the reference on "
-            "fresh training-split prompts (the policy moved, so its log-ratio carries signal)",
+        rows.append(
+            _seeds(
+                "REINFORCE-KL policy",
+                "iterations",
+                {s: float(o.convergence.iterations) for s, o in outs},
+                split,
+            )
+        )
+        chosen[split] = _use_rows(
             rows,
-            ("RL policy", "training_reward", "arithmetic-train"),
-            "gt",
-            ("reference (SFT)", "training_reward", "arithmetic-train"),
-        ),
-        Claim.compare(
-            "exact_identity",
-            "On the tabular MDP the exact KL-optimal policy's beta*log(pi*/pi_ref) equals the "
-            "optimal advantage A* to 1e-9 (a deterministic identity).",
-            rows,
-            ("exact KL-optimal policy", "identity_max_error", "mdp"),
-            "le",
-            1e-9,
-            exact=True,
-        ),
-        Claim.compare(
-            "pa_matches_exact_advantage",
-            "On the tabular stochastic MDP, the REINFORCE-with-KL policy's beta*log-ratio has "
-            "Spearman >= 0.8 with the exact optimal advantage A*.",
-            rows,
-            (PA, "spearman_vs_exact", "mdp"),
-            "ge",
-            0.8,
-        ),
-    ]
-    for metric, cid, text in (
-        ("bon_accuracy", "pa_bon_beats_confidence", "Best-of-8 on arithmetic: selecting by "
-         "progress advantage is more accurate than the best confidence baseline."),
-        ("auroc", "pa_auroc_beats_confidence", "Predicting success on arithmetic: progress "
-         "advantage has a higher AUROC than the best confidence baseline."),
-    ):  # fmt: skip
-        if (BEST_CONF, metric, "arithmetic") in have:
-            claims.append(
-                Claim.compare(
-                    cid,
-                    text,
-                    rows,
-                    (PA, metric, "arithmetic"),
-                    "gt",
-                    (BEST_CONF, metric, "arithmetic"),
+            split,
+            seeds,
+            [o.test for _, o in outs],
+            [o.val for _, o in outs],
+            ("mean-logprob", "self-certainty"),
+        )
+    if lm:
+        split = "lm-reference"
+        names = sorted({k for _, o in lm for k in o.headroom})
+        for name in names:
+            values = {s: o.headroom[name] for s, o in lm if name in o.headroom}
+            rows.append(_seeds(f"reference {name}", "auroc", values, split))
+        rows.append(
+            _items(
+                "reference (SFT)",
+                "sample_accuracy",
+                _pooled([{"x": o.reference_accuracy} for _, o in lm])["x"],
+                split,
+            )
+        )
+        for beta in betas:
+            split = f"lm-b{beta:g}"
+            b_outs = [(s, o.betas[beta]) for s, o in lm if beta in o.betas]
+            if not b_outs:
+                continue
+            rows.append(
+                _seeds(
+                    PA,
+                    "spearman_vs_mc",
+                    {s: b.mc_spearman for s, b in b_outs},
+                    split,
+                    unit=f"{b_outs[0][1].mc_pairs} (prefix, step) pairs",
                 )
             )
-    if ("uniform step", "attribution_accuracy", "arithmetic") in have:
+            rows.append(
+                _seeds("RL policy", "rl_steps", {s: float(b.rl.steps) for s, b in b_outs}, split)
+            )
+            rows.append(
+                Row.proportion(
+                    "RL policy",
+                    "rl_plateaued",
+                    sum(b.rl.plateaued for _, b in b_outs),
+                    len(b_outs),
+                    split=split,
+                )
+            )
+            for system in ("RL policy", "reference"):
+                pooled = _pooled([{"x": b.objective[system]} for _, b in b_outs])["x"]
+                rows.append(_items(system, "kl_regularised_objective", pooled, f"{split}-train"))
+            rows.append(
+                _items(
+                    "RL policy",
+                    "sample_accuracy",
+                    _pooled([{"x": b.sample_accuracy} for _, b in b_outs])["x"],
+                    split,
+                )
+            )
+            chosen[split] = _use_rows(
+                rows,
+                split,
+                [s for s, _ in b_outs],
+                [b.test for _, b in b_outs],
+                [b.val for _, b in b_outs],
+                CONFIDENCE,
+            )
+    return rows, chosen
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def _have(rows: Sequence[Row], system: str, metric: str, split: str) -> bool:
+    return any((r.system, r.metric, r.split) == (system, metric, split) for r in rows)
+
+
+def _compare(
+    claims: list[Claim],
+    rows: Sequence[Row],
+    cid: str,
+    text: str,
+    lhs: tuple[str, ...],
+    op: Any,
+    rhs: Any,
+    margin: float = 0.0,
+) -> None:
+    """Add the claim when its rows exist (a quick run may lack a row: no failures, no AUROC)."""
+    needed = [lhs] + ([rhs] if isinstance(rhs, tuple) else [])
+    if all(_have(rows, *key) for key in needed):
+        claims.append(Claim.compare(cid, text, rows, lhs, op, rhs, margin))
+
+
+def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Claim], list[str]]:
+    """The claims computed from ``rows``, and the lines of claims the MC gate left unjudged."""
+    claims: list[Claim] = []
+    if _have(rows, "exact KL-optimal policy", "identity_max_error", "mdp"):
         claims.append(
             Claim.compare(
-                "pa_attribution_above_chance",
-                "Failure attribution on arithmetic: argmin-step progress advantage finds the "
-                "verifier's first wrong step more often than a uniformly random step.",
+                "exact_identity",
+                "On the tabular MDP the exact KL-optimal policy's beta*log(pi*/pi_ref) equals the "
+                "optimal advantage A* to 1e-9 (a deterministic identity).",
                 rows,
-                (PA, "attribution_accuracy", "arithmetic"),
-                "gt",
-                ("uniform step", "attribution_accuracy", "arithmetic"),
+                ("exact KL-optimal policy", "identity_max_error", "mdp"),
+                "le",
+                1e-9,
+                exact=True,
             )
         )
-    return claims
+    for family in REFERENCE_FAMILIES:
+        sp = f"mdp-{family}"
+        tag = family.replace("-", "_")
+        _compare(
+            claims,
+            rows,
+            f"premise_mdp_converged_{tag}",
+            f"premise ({family} reference): REINFORCE with the KL in the reward reached the "
+            "KL-regularised optimum (exact objective gap <= 0.002)",
+            ("REINFORCE-KL policy", "objective_gap", sp),
+            "le",
+            0.002,
+        )
+        _compare(
+            claims,
+            rows,
+            f"pa_matches_exact_advantage_{tag}",
+            f"MDP, {family} reference: the trained policy's beta*log-ratio has Spearman >= "
+            "0.8 with the exact optimal advantage A*",
+            (PA, "spearman_vs_exact", sp),
+            "ge",
+            0.8,
+        )
+        _compare(
+            claims,
+            rows,
+            f"pa_bon_beats_confidence_{tag}",
+            f"MDP, {family} reference: best-of-8 by progress advantage succeeds more often "
+            "than by the best confidence baseline",
+            (PA, "bon_accuracy", sp),
+            "gt",
+            (BEST_CONF, "bon_accuracy", sp),
+        )
+        _compare(
+            claims,
+            rows,
+            f"pa_auroc_beats_confidence_{tag}",
+            f"MDP, {family} reference: progress advantage predicts success with a higher "
+            "AUROC than the best confidence baseline",
+            (PA, "auroc", sp),
+            "gt",
+            (BEST_CONF, "auroc", sp),
+        )
+        _compare(
+            claims,
+            rows,
+            f"pa_attribution_beats_positional_{tag}",
+            f"MDP, {family} reference: argmin of cumulative progress advantage finds the "
+            "step into the pit more often than the best positional prior",
+            (PA_ATTR, "attribution_accuracy", sp),
+            "gt",
+            (BEST_PRIOR, "attribution_accuracy", sp),
+        )
+    _compare(
+        claims,
+        rows,
+        "premise_headroom",
+        "premise (LM arm, before RL): the reference's mean log-probability does not already "
+        f"predict success on its own samples (AUROC <= {HEADROOM})",
+        ("reference mean-logprob", "auroc", "lm-reference"),
+        "le",
+        HEADROOM,
+    )
+    skipped: list[str] = []
+    for beta in betas:
+        sp = f"lm-b{beta:g}"
+        tag = f"b{beta:g}".replace(".", "")
+        _compare(
+            claims,
+            rows,
+            f"premise_rl_objective_{tag}",
+            f"premise (beta {beta:g}): RLOO raised the KL-regularised objective r - beta*KL "
+            "over the reference on fresh training-split prompts",
+            ("RL policy", "kl_regularised_objective", f"{sp}-train"),
+            "gt",
+            ("reference", "kl_regularised_objective", f"{sp}-train"),
+        )
+        _compare(
+            claims,
+            rows,
+            f"mc_agreement_{tag}",
+            f"beta {beta:g}: the policy's step log-ratios agree with the Monte-Carlo soft "
+            f"advantage (Spearman >= {MC_GATE})",
+            (PA, "spearman_vs_mc", sp),
+            "ge",
+            MC_GATE,
+        )
+        gated = [
+            (
+                f"pa_bon_beats_confidence_{tag}",
+                "best-of-8 by progress advantage beats the best confidence baseline",
+                (PA, "bon_accuracy", sp),
+                (BEST_CONF, "bon_accuracy", sp),
+            ),
+            (
+                f"pa_auroc_beats_confidence_{tag}",
+                "progress advantage predicts success with a "
+                "higher AUROC than the best confidence baseline",
+                (PA, "auroc", sp),
+                (BEST_CONF, "auroc", sp),
+            ),
+            (
+                f"pa_attribution_beats_positional_{tag}",
+                "argmin of cumulative progress advantage "
+                "finds the first wrong step more often than the best positional prior",
+                (PA_ATTR, "attribution_accuracy", sp),
+                (BEST_PRIOR, "attribution_accuracy", sp),
+            ),
+            (
+                f"pa_bon_beats_prm_{tag}",
+                "best-of-8 by progress advantage beats a process reward "
+                "model trained on the toy's step labels",
+                (PA, "bon_accuracy", sp),
+                ("prm", "bon_accuracy", sp),
+            ),
+        ]
+        agreement = next(
+            (r for r in rows if (r.system, r.metric, r.split) == (PA, "spearman_vs_mc", sp)), None
+        )
+        if agreement is None:
+            continue
+        if agreement.value < MC_GATE:
+            for cid, _, _, _ in gated:
+                skipped.append(
+                    f"`{cid}`: inconclusive, not evaluated: Spearman(PA, MC soft advantage) = "
+                    f"{agreement.value:.3f} < {MC_GATE} at beta {beta:g}"
+                )
+            continue
+        for cid, text, lhs, rhs in gated:
+            _compare(claims, rows, cid, f"arithmetic, beta {beta:g}: {text}", lhs, "gt", rhs)
+    return claims, skipped
+
+
+# ----------------------------------------------------------------------------- run
 
 
 def run_demo(run: Run) -> Report:
-    """Both experiments on ``run.seeds`` (the LM arm on the first few), as rows and claims."""
+    """Both arms on ``run.seeds`` (the LM arm on the first ``lm_seeds``), as rows and claims."""
     import torch
 
     from paperstack.report import bar_chart
-    from progress_advantage.experiment import reference_model
+    from progress_advantage.experiment import prepare_mc, reference_model, run_lm_seed, run_mdp
 
     config = DemoConfig.quick() if run.quick else DemoConfig()
     if run.model is not None:
-        config = replace(config, arithmetic=replace(config.arithmetic, model=run.model))
+        config = replace(config, lm=replace(config.lm, model=run.model))
     # One thread: the toy models' matmuls are too small for two threads to pay off, and on a
     # busy machine a descheduled second thread stalls the first.
     torch.set_num_threads(1)
-    mdp_seeds = run.seeds
-    arith_seeds = run.seeds[: config.arithmetic_seeds]
     torch.manual_seed(run.seed)
     # The reference first: a bad --model fails before minutes of other work.
-    reference, tokenizer = reference_model(config.arithmetic, seed=0, progress=run.show_progress)
+    reference, tok = reference_model(config.lm, progress=run.show_progress)
     run.log("(b) reference ready")
-    mdp_out: list[SeedOutcome] = []
-    with run.progress(len(mdp_seeds), "(a) tabular MDP") as bar:
-        for s in mdp_seeds:
-            mdp_out.append(run_mdp(config.mdp, s))
-            bar.advance()
-    arith_out: list[SeedOutcome] = []
-    for s in arith_seeds:
-        arith_out.append(run_arithmetic(reference, tokenizer, config.arithmetic, s, log=run.log))
-    rows = build_rows(mdp_seeds, mdp_out, arith_seeds, arith_out)
-    claims = build_claims(rows)
-    figures = [
-        bar_chart(rows, metric, run.out / f"{metric}.png", split="arithmetic")
-        for metric in ("bon_accuracy", "auroc", "attribution_accuracy")
-        if any(r.metric == metric and r.split == "arithmetic" for r in rows)
-    ]
-    a = config.arithmetic
-    smoke = "QUICK SMOKE RUN (micro model, a few RL steps: numbers are not meaningful). "
-    intro = (
-        (smoke if run.quick else "")
-        + f"(a) Tabular chain-with-pit MDP ({config.mdp.length + 2} states, 4 actions, slip "
-        f"{config.mdp.slip}, beta {config.mdp.beta}), seeds {list(mdp_seeds)}. (b) Multi-step "
-        f"arithmetic: reference = `{a.preset}` preset SFT model, policy = GRPO copy (trl, "
-        f"{a.grpo.steps} steps of {a.grpo.prompts_per_step} prompts x {a.grpo.num_generations} "
-        f"samples, lr {a.grpo.learning_rate:g}, beta {a.grpo.beta}), {a.n_candidates} samples "
-        f"at temperature {a.temperature} for each of {a.n_test} held-out problems per seed, "
-        f"seeds {list(arith_seeds)}. Best-of-N and attribution hits are per item (paired "
-        "bootstrap over items), AUROC and Spearman per seed (paired t). CPU only; GPU not "
-        "measured."
+    mdp: dict[str, list[tuple[int, MDPOutcome]]] = {f: [] for f in REFERENCE_FAMILIES}
+    with run.progress(len(run.seeds) * len(REFERENCE_FAMILIES), "(a) tabular MDP") as bar:
+        for family in REFERENCE_FAMILIES:
+            for s in run.seeds:
+                mdp[family].append((s, run_mdp(config.mdp, family, s)))
+                bar.advance()
+    run.log("(a) tabular MDP done")
+    mc = prepare_mc(reference, tok, config.lm, run.seed)
+    run.log(
+        f"(b) Monte-Carlo soft advantages: {len(mc.prefixes)} prefixes x "
+        f"{config.lm.mc_rollouts} reference rollouts"
     )
+    lm: list[tuple[int, LMOutcome]] = []
+    for s in run.seeds[: config.lm_seeds]:
+        lm.append((s, run_lm_seed(reference, tok, config.lm, s, mc, log=run.log)))
+    rows, chosen = build_rows(mdp, lm, config.lm.betas)
+    claims, skipped = build_claims(rows, config.lm.betas)
+    figures = []
+    for metric in ("bon_accuracy", "auroc", "attribution_accuracy"):
+        for beta in config.lm.betas:
+            split = f"lm-b{beta:g}"
+            wanted = {
+                PA,
+                PA_ATTR,
+                BEST_CONF,
+                BEST_PRIOR,
+                "prm",
+                "random",
+                "oracle (pass@N)",
+                "majority-vote",
+                *CONFIDENCE,
+            }
+            sub = [
+                r for r in rows if r.split == split and r.metric == metric and r.system in wanted
+            ]
+            if sub:
+                path = run.out / f"{metric}_b{beta:g}.png"
+                figures.append(bar_chart(sub, metric, path, split=split))
+    intro = _intro(run, config, chosen, skipped)
+    summary = f"{len(skipped)} LM claims not evaluated (MC gate)" if skipped else None
     return Report(
         rows,
         claims,
         intro=intro,
         figures=figures,
-        config=_jsonable({"demo": asdict(config)}),
+        summary=summary,
+        config={"demo": _jsonable(asdict(config)), "chosen_baselines": chosen},
     )
+
+
+def _intro(
+    run: Run, config: DemoConfig, chosen: dict[str, dict[str, str]], skipped: Sequence[str]
+) -> str:
+    m, lm = config.mdp, config.lm
+    smoke = "**QUICK SMOKE RUN** (micro reference, two RL steps: numbers are not meaningful). "
+    lines = [
+        (smoke if run.quick else "")
+        + f"(a) Tabular chain MDP ({m.length + 3} states: chain, terminal goal, trap, terminal "
+        f"pit; slip {m.slip}, "
+        f"beta {m.beta}), references `random` and `confident-wrong`, seeds {list(run.seeds)}; "
+        f"REINFORCE with the KL in the reward until the exact objective gap is <= {m.tol} (cap "
+        f"{m.max_iterations} iterations); {m.groups} test and {m.val_groups} validation groups "
+        f"of {m.n_candidates} episodes per seed. (b) Arithmetic: reference = `{lm.preset}` "
+        f"model SFT'd {lm.sft_steps} steps on the flawed teacher (multiplications with left "
+        "operand 3, 6 or 9 taught as a*(b+1) 80% of the time; random spacing of each step "
+        "line); per "
+        f"beta in {list(lm.betas)} an RLOO policy (trl, KL in the reward, no std scaling, lr "
+        f"{lm.rl.learning_rate:g}, {lm.rl.prompts_per_step} prompts x {lm.rl.num_generations} "
+        f"completions per step, stopped at a plateau of r - beta*KL over {lm.rl.window}-step "
+        f"windows, {lm.rl.min_steps}-{lm.rl.max_steps} steps); {lm.n_candidates} samples for "
+        f"each of {lm.n_test} test and {lm.n_val} validation problems per seed, seeds "
+        f"{list(run.seeds[: config.lm_seeds])}; Monte-Carlo soft advantages from "
+        f"{lm.mc_rollouts} reference rollouts per step prefix of {lm.mc_trajectories} "
+        "reference samples. Best-of-N and attribution hits are per item (paired bootstrap), "
+        "AUROC and Spearman per seed (paired t). CPU only, one torch thread; GPU not measured.",
+        "",
+        "Baselines chosen on validation: "
+        + "; ".join(
+            f"{split}: " + ", ".join(f"{k} = {v}" for k, v in c.items())
+            for split, c in chosen.items()
+        ),
+    ]
+    if skipped:
+        lines += ["", "Claims not evaluated (the Monte-Carlo agreement gate):", ""]
+        lines += [f"- {s}" for s in skipped]
+    return "\n".join(lines)
 
 
 def _jsonable(obj: Any) -> Any:
