@@ -185,12 +185,14 @@ def demo(run: Run) -> Report:
         QUICK,
         claims_for,
         describe,
+        hf_roundtrip,
         minilm_state,
         qwen3_state,
         rows_for,
         run_weight_set,
         seed_rows,
     )
+    from paperstack.records import Row
     from paperstack.report import bar_chart
 
     torch.set_num_threads(run.args.threads)
@@ -202,6 +204,11 @@ def demo(run: Run) -> Report:
         minilm = run_weight_set("minilm", minilm_state(), cfg, log=run.log)
         run.log(describe("minilm", minilm))
         rows += rows_for("minilm", minilm)
+        mismatched, elements, layers = hf_roundtrip(run.seed)
+        run.log(f"minilm: save_pretrained/from_pretrained through nf12's quantizer: {layers} "
+                f"NF12 layers, {mismatched} of {elements} output values differ")  # fmt: skip
+        rows.append(Row(system="nf12", metric="hf_output_mismatches", value=mismatched,
+                        n=elements, split="minilm"))  # fmt: skip
         bar.advance()
         per_seed = {}
         for seed in run.seeds:
@@ -215,7 +222,14 @@ def demo(run: Run) -> Report:
             run.log(describe("model", measured))
             rows += rows_for("model", measured)
             bar.advance()
-    claims = claims_for(rows)
+    hf_claim = (
+        "hf_roundtrip_identical",
+        "MiniLM quantized with nf12.quantize_model, written with save_pretrained and read back "
+        "with from_pretrained through nf12's registered quantizer gives outputs bit-identical "
+        "to the BF16 model's.",
+        "hf_output_mismatches",
+    )
+    claims = claims_for(rows, [hf_claim])
     figures = [
         bar_chart(rows, "bits_per_weight", run.out / "bits_per_weight.png", split="minilm"),
         bar_chart(rows, "decode_Mweights_per_s", run.out / "decode_throughput.png",

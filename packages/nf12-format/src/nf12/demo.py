@@ -49,6 +49,7 @@ __all__ = [
     "WeightSet",
     "claims_for",
     "describe",
+    "hf_roundtrip",
     "minilm_state",
     "qwen3_state",
     "rows_for",
@@ -114,6 +115,34 @@ def qwen3_state(hidden: int, layers: int, vocab: int, seed: int) -> dict[str, to
     model = Qwen3ForCausalLM(config)
     torch.nn.Module.to(model, torch.bfloat16)  # transformers types .to oddly for mypy
     return {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+
+
+def hf_roundtrip(seed: int = 0) -> tuple[int, int, int]:
+    """MiniLM through transformers: BF16 outputs, ``quantize_model``, ``save_pretrained``,
+    ``from_pretrained`` (nf12's quantizer), outputs again. Returns ``(mismatched output
+    elements, output elements, NF12 layers loaded)``."""
+    from transformers import AutoModel
+
+    import nf12.hf  # noqa: F401  (registers the quantizer)
+    from nf12.nn import NF12Linear, quantize_model
+
+    source = minilm_file().parent
+    model = AutoModel.from_pretrained(source, dtype=torch.bfloat16).eval()
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, int(model.config.vocab_size), (4, 32), generator=gen)
+    with torch.no_grad():
+        expected = model(ids).last_hidden_state
+    with tempfile.TemporaryDirectory(prefix="nf12-hf-") as tmp:
+        quantize_model(model)
+        model.save_pretrained(tmp)
+        reloaded = AutoModel.from_pretrained(tmp).eval()
+    with torch.no_grad():
+        got = reloaded(ids).last_hidden_state
+    layers = sum(isinstance(m, NF12Linear) for m in reloaded.modules())
+    if got.shape != expected.shape:
+        return expected.numel(), expected.numel(), layers
+    mismatched = int((got.view(torch.int16) != expected.view(torch.int16)).sum())
+    return mismatched, expected.numel(), layers
 
 
 def _sha(path: Path) -> str:
