@@ -27,16 +27,6 @@ from paperstack.errors import PaperstackError
 cli = ContractCLI("nf12", "nf12-format", __version__, __doc__)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 # --------------------------------------------------------------------------- file commands
 
 
@@ -135,7 +125,14 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _threads(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=_positive, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+
+
+def _threads_of(run: Run) -> int:
+    """``--threads``, checked: one line for an impossible count, not a torch error."""
+    if run.args.threads < 1:
+        raise PaperstackError(f"--threads {run.args.threads}: must be at least 1")
+    return int(run.args.threads)
 
 
 def _model_state(path: str) -> dict[str, Any]:
@@ -195,7 +192,7 @@ def demo(run: Run) -> Report:
     from paperstack.records import Row
     from paperstack.report import bar_chart
 
-    torch.set_num_threads(run.args.threads)
+    torch.set_num_threads(_threads_of(run))
     cfg = QUICK if run.quick else FULL
     model_state = _model_state(run.model) if run.model is not None else None
     rows: list[Any] = []
@@ -261,7 +258,7 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repeats", type=_positive, default=10, help="timed repeats (default 10)")
+    p.add_argument("--repeats", type=int, default=10, help="timed repeats, >= 2 (default 10)")
     _threads(p)
 
 
@@ -270,6 +267,7 @@ def bench(run: Run) -> Report:
     """CPU: decode vs Huffman and memcpy, GEMV vs torch BF16. CUDA: the paper's kernels."""
     from nf12.bench import run_bench
 
+    _threads_of(run)
     if run.args.repeats < 2:
         raise PaperstackError(f"--repeats {run.args.repeats}: needs at least 2")
     return run_bench(run)
