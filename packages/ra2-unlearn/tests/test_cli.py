@@ -15,7 +15,13 @@ from ra2_unlearn.cli import main
 
 from paperstack.records import Claim, ResultsFormatError, load_results
 
-CLAIMS = {"ra2_forgets", "ra2_adjacent_beats_rmu", "ra2_adjacent_beats_ga", "retain_matched"}
+CLAIMS = {
+    "premise_original_recalls",
+    "ra2_forgets",
+    "ra2_adjacent_beats_rmu",
+    "ra2_adjacent_beats_ga",
+    "retain_matched",
+}
 
 
 @pytest.fixture
@@ -57,7 +63,7 @@ def test_console_script_help_is_installed():
     assert "demo" in proc.stdout
 
 
-def test_demo_writes_rows_and_the_four_claims_from_rows(tmp_path, micro_demo):
+def test_demo_writes_rows_and_claims_from_rows(tmp_path, micro_demo, capsys):
     assert main(["demo", "--quick", "--no-progress", "--out", str(tmp_path)]) == 0
     results = load_results(tmp_path / "results.json")  # validates and recomputes every claim
     assert results.manifest.package == "ra2-unlearn"
@@ -67,7 +73,9 @@ def test_demo_writes_rows_and_the_four_claims_from_rows(tmp_path, micro_demo):
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
         )
-        assert again.held == claim.held
+        assert again.verdict == claim.verdict
+    # One seed: no claim between systems can be held (the spread over seeds is unknown).
+    assert all(c.verdict == "inconclusive" for c in results.claims if c.rhs != c.rhs_value)
     systems = {r.system for r in results.rows}
     assert systems == {"original", "ga", "rmu", "ra2"}
     metrics = {r.metric for r in results.rows if r.system == "ra2"}
@@ -80,23 +88,20 @@ def test_demo_writes_rows_and_the_four_claims_from_rows(tmp_path, micro_demo):
         "ablation_forget_acc",
         "relearn_forget_acc",
     } <= metrics
-    assert all(r.ci95 is not None and r.n for r in results.rows)
+    assert all(r.seeds == {"0": r.value} for r in results.rows if r.system != "original")
+    assert all(r.k is not None for r in results.rows if r.system == "original")
     assert (tmp_path / "report.md").read_text().startswith("# ra2-unlearn")
-
-    # The crash-safe runs log rebuilds the same rows and claims (ra2 report).
-    assert main(["report", str(tmp_path / "runs.jsonl"), "--out", str(tmp_path / "rep")]) == 0
-    rebuilt = load_results(tmp_path / "rep" / "results.json")
-    assert [(r.system, r.metric, r.value) for r in rebuilt.rows] == [
-        (r.system, r.metric, r.value) for r in results.rows
-    ]
-    assert [c.held for c in rebuilt.claims] == [c.held for c in results.claims]
+    out = capsys.readouterr().out
+    assert "premise_original_recalls" in out
+    assert "held /" in out
 
     data = json.loads((tmp_path / "results.json").read_text())
-    for row in data["rows"]:  # tamper: the stored claim must no longer follow from the rows
-        if row["system"] == "ra2" and row["metric"] == "forget_acc":
-            row["value"] = 0.9
+    for claim in data["claims"]:  # tamper: the stored verdict must follow from the rows
+        if claim["id"] == "premise_original_recalls":
+            claim["verdict"] = "not_held" if claim["verdict"] == "held" else "held"
+            claim["held"] = claim["verdict"] == "held"
     (tmp_path / "results.json").write_text(json.dumps(data))
-    with pytest.raises(ResultsFormatError, match="ra2_forgets"):
+    with pytest.raises(ResultsFormatError, match="premise_original_recalls"):
         load_results(tmp_path / "results.json")
 
 
@@ -113,6 +118,6 @@ def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_bench_writes_ratios(tmp_path):
-    assert main(["bench", "--out", str(tmp_path), "--steps", "3", "--preset", "micro"]) == 0
+    assert main(["bench", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     results = load_results(tmp_path / "bench.json")
     assert results.row("ra2/rmu", "time_ratio").value > 0

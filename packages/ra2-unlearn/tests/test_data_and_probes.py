@@ -62,3 +62,27 @@ def test_linear_probe_reports_its_held_out_size(micro, splits):
     acc, n = linear_probe_accuracy(model, tok, splits.forget, layer=1, steps=5)
     assert 0.0 <= acc <= 1.0
     assert n == len(splits.forget) // 3
+
+
+def test_wmdp_style_corpus_loads_text_and_encodes_every_token(micro, tmp_path):
+    from ra2_unlearn.data import load_text_corpus
+
+    _, tok = micro
+    path = tmp_path / "bio-forget-corpus.jsonl"
+    path.write_text(
+        '{"title": "t", "abstract": "a", "text": "Bakiru keeps zinc.", "doi": "x"}\n\n'
+        '{"title": "u", "text": "ok"}\n'
+    )
+    passages = load_text_corpus(path, min_chars=5)
+    assert [p.answer for p in passages] == ["Bakiru keeps zinc."]
+    assert passages[0].meta["title"] == "t"
+    enc = encode(tok, passages)[0]
+    assert enc.prompt_len == 0
+    assert enc.labels == enc.input_ids
+    assert tok.decode(enc.input_ids) == "Bakiru keeps zinc." + tok.eos_token
+    txt = tmp_path / "notes.txt"
+    txt.write_text("first passage\nstill first\n\nsecond passage\n")
+    assert [p.answer for p in load_text_corpus(txt)] == [
+        "first passage\nstill first",
+        "second passage",
+    ]

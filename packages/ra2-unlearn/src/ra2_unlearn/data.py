@@ -39,6 +39,7 @@ __all__ = [
     "encode",
     "fact_splits",
     "load_mc_jsonl",
+    "load_text_corpus",
 ]
 
 
@@ -64,11 +65,18 @@ def encode(tokenizer: Any, examples: Sequence[Example], max_length: int = 256) -
     """Chat-format ``examples`` (prompt as the user turn, answer + EOS as the reply).
 
     Labels cover the answer and EOS only: the NLL-based baselines (GA, NPO, SimNPO) act on
-    what the model says, the latent methods read every token's state.
+    what the model says, the latent methods read every token's state. A raw-text passage
+    (``meta["raw"]``, from :func:`load_text_corpus`) is encoded as plain text with every token
+    a target, as the WMDP RMU code trains on its forget corpus (truncated at ``max_length``).
     """
     out = []
     eos = tokenizer.eos_token or ""
     for ex in examples:
+        if ex.meta.get("raw"):  # a corpus passage: plain text, every token is a target
+            ids = list(tokenizer(ex.answer + eos, add_special_tokens=False)["input_ids"])
+            ids = ids[:max_length]
+            out.append(Encoded(ids, list(ids), 0))
+            continue
         prompt = _chat_prompt(tokenizer, ex.prompt)
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         a_ids = tokenizer(ex.answer + eos, add_special_tokens=False)["input_ids"]
@@ -243,4 +251,54 @@ def load_mc_jsonl(path: str | os.PathLike[str], task: str = "mc") -> list[Exampl
         out.append(Example(task, f"{question} {options}", letters[answer], meta))
     if not out:
         raise UnlearnError(f"{p}: no questions (empty file)")
+    return out
+
+
+def load_text_corpus(
+    path: str | os.PathLike[str], field: str = "text", min_chars: int = 1
+) -> list[Example]:
+    """A raw-text corpus, the form WMDP's RMU trains on (``bio-forget-corpus.jsonl``).
+
+    ``.jsonl``: one object per line with a ``text`` field (WMDP's forget and retain corpora;
+    other fields such as ``title`` or ``doi`` are kept in ``meta``). Any other file: plain text,
+    one passage per block of lines separated by a blank line. Passages shorter than
+    ``min_chars`` are dropped (the WMDP code keeps those longer than 50 characters). Each
+    passage becomes an :class:`Example` with ``meta["raw"]`` set, which :func:`encode` turns
+    into plain text with every token a target.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise UnlearnError(f"{p}: is a directory; name a corpus file (.jsonl or .txt)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UnlearnError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UnlearnError(f"{p}: not UTF-8 text") from None
+    passages: list[tuple[str, dict[str, Any]]] = []
+    if p.suffix == ".jsonl":
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                body = obj[field]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise UnlearnError(
+                    f"{p}:{n}: not an object with a {field!r} field ({type(exc).__name__})"
+                ) from None
+            if not isinstance(body, str):
+                raise UnlearnError(f"{p}:{n}: field {field!r} is not a string")
+            extra = {k: v for k, v in obj.items() if k != field and isinstance(v, (str, int))}
+            passages.append((body, {**extra, "line": n}))
+    else:
+        for block in text.split("\n\n"):
+            passages.append((block, {}))
+    out = [
+        Example("corpus", "", body.strip(), {**meta, "raw": True, "source": str(p)})
+        for body, meta in passages
+        if len(body.strip()) >= max(1, min_chars)
+    ]
+    if not out:
+        raise UnlearnError(f"{p}: no passages (empty file, or all shorter than {min_chars})")
     return out

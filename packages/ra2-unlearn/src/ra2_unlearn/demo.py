@@ -9,18 +9,18 @@ during unlearning, and faces three recovery attacks (see :mod:`ra2_unlearn.probe
 
 from __future__ import annotations
 
-import copy
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from paperstack.contract import Report, Run
+from paperstack.errors import PaperstackError
 from paperstack.records import Claim, JsonlWriter, Row
-from paperstack.stats import mean_ci, wilson_ci
 from paperstack.tasks import FactWorld
 from ra2_unlearn.config import UnlearnConfig
 from ra2_unlearn.data import FactSplits, fact_splits
@@ -28,7 +28,7 @@ from ra2_unlearn.evaluate import qa_scores
 from ra2_unlearn.probes import ablated_scores, linear_probe_accuracy, relearn, relearn_split
 from ra2_unlearn.trainer import unlearn
 
-__all__ = ["FULL", "QUICK", "DemoSettings", "claims_from_rows", "run_demo"]
+__all__ = ["FULL", "QUICK", "SYSTEMS", "DemoSettings", "claims_from_rows", "run_demo"]
 
 #: The demo's systems: name -> config overrides and learning rate. Every system runs the
 #: same steps, batch and optimiser; layer, trained layers and k are shared. Chosen on the
@@ -161,53 +161,50 @@ def evaluate_system(
     return out
 
 
-def _rows(system: str, per_seed: Sequence[dict[str, tuple[float, int]]]) -> list[Row]:
-    """Mean over seeds with a t interval over seeds (n = seeds); one seed: Wilson over
-    questions (n = questions)."""
-    rows = []
-    for metric in per_seed[0]:
-        values = [s[metric][0] for s in per_seed]
-        if len(values) > 1:
-            mean, ci = mean_ci(values)
-            lo, hi = max(0.0, ci[0]), min(1.0, ci[1])
-            rows.append(
-                Row(
-                    system=system,
-                    metric=metric,
-                    value=mean,
-                    ci95=(lo, hi),
-                    n=len(values),
-                    split="seeds",
-                )
-            )
-        else:
-            v, n = per_seed[0][metric]
-            rows.append(
-                Row(
-                    system=system,
-                    metric=metric,
-                    value=v,
-                    ci95=wilson_ci(round(v * n), n) if n else None,
-                    n=n,
-                    split="questions",
-                )
-            )
-    return rows
+def _rows(system: str, per_seed: dict[int, dict[str, tuple[float, int]]]) -> list[Row]:
+    """One row per metric holding the per-seed values (paired over seeds across systems)."""
+    metrics = next(iter(per_seed.values()))
+    return [
+        Row.from_seeds(
+            system, metric, {s: m[metric][0] for s, m in per_seed.items()}, split="seeds"
+        )
+        for metric in metrics
+    ]
+
+
+def _original_rows(metrics: dict[str, tuple[float, int]]) -> list[Row]:
+    """The original model is deterministic: each metric is a proportion k of n questions."""
+    return [
+        Row.proportion("original", metric, round(v * n), n, split="questions")
+        for metric, (v, n) in metrics.items()
+        if n > 0
+    ]
 
 
 def claims_from_rows(rows: Sequence[Row], chance: float) -> list[Claim]:
-    """The issue's four claims, computed from the rows."""
-
-    def key(system: str, metric: str) -> tuple[str, str, str | None]:
-        split = next(r.split for r in rows if r.system == system and r.metric == metric)
-        return (system, metric, split)
-
+    """The premise and the paper's claims, computed from the rows (paired over seeds)."""
+    names = {r.system for r in rows}
+    claims = [
+        Claim.compare(
+            "premise_original_recalls",
+            "premise: before unlearning, the model answers the forget questions well above "
+            f"chance ({chance:.3g}), by more than 0.5: there is something to unlearn",
+            rows,
+            ("original", "forget_acc", "questions"),
+            "gt",
+            chance,
+            margin=0.5,
+        )
+    ]
+    if not {"ra2", "rmu", "ga"} <= names:
+        return claims
     return [
+        *claims,
         Claim.compare(
             "ra2_forgets",
             f"RA^2's forget accuracy is within 5 points of chance ({chance:.3g}).",
             rows,
-            key("ra2", "forget_acc"),
+            ("ra2", "forget_acc", "seeds"),
             "within",
             chance,
             margin=0.05,
@@ -216,117 +213,138 @@ def claims_from_rows(rows: Sequence[Row], chance: float) -> list[Claim]:
             "ra2_adjacent_beats_rmu",
             "RA^2 keeps higher forget-adjacent accuracy than RMU.",
             rows,
-            key("ra2", "adjacent_acc"),
+            ("ra2", "adjacent_acc", "seeds"),
             "gt",
-            key("rmu", "adjacent_acc"),
+            ("rmu", "adjacent_acc", "seeds"),
         ),
         Claim.compare(
             "ra2_adjacent_beats_ga",
             "RA^2 keeps higher forget-adjacent accuracy than gradient ascent.",
             rows,
-            key("ra2", "adjacent_acc"),
+            ("ra2", "adjacent_acc", "seeds"),
             "gt",
-            key("ga", "adjacent_acc"),
+            ("ga", "adjacent_acc", "seeds"),
         ),
         Claim.compare(
             "retain_matched",
             "RA^2 and RMU have retain accuracy within 3 points of each other.",
             rows,
-            key("ra2", "retain_acc"),
+            ("ra2", "retain_acc", "seeds"),
             "within",
-            key("rmu", "retain_acc"),
+            ("rmu", "retain_acc", "seeds"),
             margin=0.03,
         ),
     ]
 
 
-def run_demo(
-    settings: DemoSettings,
-    model_path: str | None = None,
-    log: Callable[[str], None] = print,
-    progress: bool = False,
-    runs_path: str | os.PathLike[str] | None = None,
-) -> tuple[list[Row], list[Claim], dict[str, Any]]:
-    """Run every system over every seed; return rows, claims and run facts for the manifest.
+def settings_for(run: Run) -> DemoSettings:
+    """The demo's settings from the command line: ``--quick``, ``--seeds``, ``--steps``,
+    ``--methods``."""
+    settings = QUICK if run.quick else FULL
+    settings = replace(settings, seeds=tuple(run.seeds))
+    if run.args.steps is not None:
+        settings = replace(settings, steps=run.args.steps)
+    if run.args.methods is not None:
+        chosen = tuple(m.strip() for m in run.args.methods.split(",") if m.strip())
+        bad = [m for m in chosen if m not in SYSTEMS]
+        if bad or not chosen:
+            raise PaperstackError(
+                f"--methods {run.args.methods}: unknown {bad}; known: {','.join(SYSTEMS)}"
+            )
+        settings = replace(settings, methods=chosen)
+    return settings
 
-    Each (system, seed) result is also appended to ``runs_path`` (crash-safe JSONL) as soon as
-    it exists, so a long run that is stopped keeps what it measured. One torch thread unless
-    ``OMP_NUM_THREADS`` says otherwise: on two shared cores, OpenMP threads spinning at
-    barriers cost more than they give.
+
+def run_demo(run: Run) -> Report:
+    """Run every system over every seed; the rows, claims and figures of the report.
+
+    Each (system, seed) result is also appended to ``run.out/runs.jsonl`` (crash-safe JSONL)
+    as soon as it exists, so a long run that is stopped keeps what it measured. One torch
+    thread unless ``OMP_NUM_THREADS`` says otherwise: on two shared cores, OpenMP threads
+    spinning at barriers cost more than they give.
     """
+    settings = settings_for(run)
     threads = os.environ.get("OMP_NUM_THREADS", "")
     torch.set_num_threads(int(threads) if threads.isdigit() else 1)
     torch.manual_seed(0)
-    writer = JsonlWriter(runs_path) if runs_path is not None else None
-    model, tok, source = base_model(settings, model_path, progress)
+    model, tok, source = base_model(settings, run.model, run.show_progress)
     splits = fact_splits(_world(settings), settings.forget_domain, settings.n_forget)
-    log(
+    run.log(
         f"world: {settings.n_entities} entities; forget {len(splits.forget)} questions "
         f"({settings.forget_domain} of {settings.n_forget} entities), adjacent "
         f"{len(splits.adjacent)}, retain-train {len(splits.retain)}, "
         f"retain-eval {len(splits.retain_eval)}"
     )
-    rows: list[Row] = []
     seconds: dict[str, float] = {}
-    per_system: dict[str, list[dict[str, tuple[float, int]]]] = {}
-    per_system["original"] = [
-        evaluate_system(model, tok, splits, settings, s) for s in settings.seeds[:1]
+    (run.out / "runs.jsonl").unlink(missing_ok=True)  # a fresh log per run
+    with JsonlWriter(run.out / "runs.jsonl") as writer:
+        original = evaluate_system(model, tok, splits, settings, settings.seeds[0])
+        rows = _original_rows(original)
+        writer.write({"system": "original", "seed": settings.seeds[0], "metrics": original})
+        run.log(_line("original", [original]))
+        total = len(settings.methods) * len(settings.seeds)
+        with run.progress(total, "unlearning runs") as bar:
+            for method in settings.methods:
+                runs: dict[int, dict[str, tuple[float, int]]] = {}
+                t0 = time.perf_counter()
+                for seed in settings.seeds:
+                    result = unlearn(
+                        model,
+                        tok,
+                        splits.forget,
+                        splits.retain,
+                        settings.config(method),
+                        steps=settings.steps,
+                        lr=settings.lr(method),
+                        batch_size=settings.batch_size,
+                        seed=seed,
+                        ref_model=model,
+                    )
+                    runs[seed] = evaluate_system(result.model, tok, splits, settings, seed)
+                    writer.write(
+                        {"system": method, "seed": seed, "seconds": result.seconds,
+                         "metrics": runs[seed]}
+                    )  # fmt: skip
+                    bar.advance(system=method)
+                seconds[method] = (time.perf_counter() - t0) / len(settings.seeds)
+                rows += _rows(method, runs)
+                run.log(_line(method, list(runs.values())) + f" ({seconds[method]:.1f}s/seed)")
+    claims = claims_from_rows(rows, splits.chance)
+    from paperstack.report import bar_chart
+
+    figures = [
+        bar_chart(rows, metric, run.out / f"{metric}.png", split="seeds")
+        for metric in ("forget_acc", "adjacent_acc", "retain_acc", "relearn_forget_acc")
     ]
-    rows += _rows("original", per_system["original"])
-    if writer is not None:
-        writer.write(
-            {
-                "system": "original",
-                "seed": settings.seeds[0],
-                "seconds": 0.0,
-                "metrics": {k: v[0] for k, v in per_system["original"][0].items()},
-                "n": {k: v[1] for k, v in per_system["original"][0].items()},
-            }
-        )
-    log(_line("original", per_system["original"]))
-    for method in settings.methods:
-        runs = []
-        t0 = time.perf_counter()
-        for seed in settings.seeds:
-            result = unlearn(
-                copy.deepcopy(model),
-                tok,
-                splits.forget,
-                splits.retain,
-                settings.config(method),
-                steps=settings.steps,
-                lr=settings.lr(method),
-                batch_size=settings.batch_size,
-                seed=seed,
-                ref_model=model,
-                progress=progress,
-            )
-            runs.append(evaluate_system(result.model, tok, splits, settings, seed))
-            if writer is not None:
-                writer.write(
-                    {
-                        "system": method,
-                        "seed": seed,
-                        "seconds": result.seconds,
-                        "metrics": {k: v[0] for k, v in runs[-1].items()},
-                    }
-                )
-        seconds[method] = (time.perf_counter() - t0) / len(settings.seeds)
-        per_system[method] = runs
-        rows += _rows(method, runs)
-        log(_line(method, runs) + f" ({seconds[method]:.1f}s/seed)")
-    claims = (
-        claims_from_rows(rows, splits.chance)
-        if {"ra2", "rmu", "ga"} <= set(settings.methods)
-        else []
-    )
     facts = {
         "model": source,
         "seconds_per_seed": seconds,
         "chance": splits.chance,
         "forget_entities": list(splits.forget_entities),
     }
-    return rows, claims, facts
+    return Report(
+        rows,
+        claims,
+        title="ra2-unlearn: demo" + (" (--quick)" if run.quick else ""),
+        intro=_intro(settings, facts),
+        figures=figures,
+        config={"settings": asdict(settings), "run": facts},
+    )
+
+
+def _intro(settings: DemoSettings, facts: dict[str, Any]) -> str:
+    return (
+        f"Fact world of {settings.n_entities} entities; forget = the `{settings.forget_domain}` "
+        f"domain of {settings.n_forget} entities; adjacent = their other domains; retain "
+        "accuracy on entities never seen during unlearning. Every method runs "
+        f"{settings.steps} steps of batch {settings.batch_size} (forget + retain halves); "
+        f"RMU and RA^2 act on layer {settings.layer} and train the MLP down-projections of "
+        f"layers {max(0, settings.layer - 2)}..{settings.layer}. Rows hold per-seed values "
+        f"(seeds {', '.join(map(str, settings.seeds))}); claims between systems are paired "
+        "over seeds (Student t); the original model is one deterministic evaluation (k of n "
+        f"questions, Wilson). Chance on the forget questions: {facts['chance']:.3g}. Model: "
+        f"{facts['model']}. Toy scale on a CPU; GPU not measured."
+    )
 
 
 def _line(system: str, runs: Sequence[dict[str, tuple[float, int]]]) -> str:
@@ -339,21 +357,3 @@ def _line(system: str, runs: Sequence[dict[str, tuple[float, int]]]) -> str:
         f"probe {m('probe_acc'):.3f}  ablation {m('ablation_forget_acc'):.3f}  "
         f"relearn {m('relearn_forget_acc'):.3f}"
     )
-
-
-def rows_from_runs(records: Sequence[dict[str, Any]]) -> list[Row]:
-    """Rows rebuilt from a demo's ``runs.jsonl`` (for a run that was stopped part-way).
-
-    Same statistics as :func:`run_demo`; a record without question counts (an older log)
-    gets ``n = 0`` questions, which only matters for a single seed's Wilson interval.
-    """
-    by_system: dict[str, list[dict[str, tuple[float, int]]]] = {}
-    for rec in records:
-        n = rec.get("n", {})
-        by_system.setdefault(rec["system"], []).append(
-            {k: (float(v), int(n.get(k, 0))) for k, v in rec["metrics"].items()}
-        )
-    rows: list[Row] = []
-    for system, runs in by_system.items():
-        rows += _rows(system, runs)
-    return rows

@@ -21,6 +21,7 @@ from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from paperstack.progress import Progress
 from paperstack.tasks import Example
 from ra2_unlearn import losses
 from ra2_unlearn.anchors import AnchorBank
@@ -74,6 +75,12 @@ class UnlearnTrainer(Trainer):
         check_layer(model, config.layer)
         for i in config.resolved_trained_layers():
             check_layer(model, i, "trained_layers")
+        # Remember every flag this trainer changes, so train() can hand the caller's modules
+        # back as they were (select_trainable freezes most of the model, the reference is
+        # frozen whole).
+        self._saved_flags = [
+            (p, p.requires_grad) for m in (model, ref_model) for p in m.parameters()
+        ]
         select_trainable(model, config.resolved_trainable(), config.resolved_trained_layers())
         if config.method == "ra2" and anchors is None:
             raise UnlearnError("method 'ra2' needs an anchor bank (see build_anchor_bank)")
@@ -103,6 +110,18 @@ class UnlearnTrainer(Trainer):
             u = torch.rand(d, generator=g)
             self.control_vector = (config.steering_coeff * u / u.norm()).to(self.args.device)
         self.loss_parts: list[dict[str, float]] = []
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.train``, then every ``requires_grad`` flag restored as the caller had it."""
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            self.restore_flags()
+
+    def restore_flags(self) -> None:
+        """Put back the ``requires_grad`` flags the model and the reference had at init."""
+        for p, flag in self._saved_flags:
+            p.requires_grad_(flag)
 
     def _width(self) -> int:
         with torch.no_grad(), capture_layers(self.ref_model, [self.config.layer]) as store:
@@ -251,11 +270,13 @@ class UnlearnResult:
 
 
 class _Progress(TrainerCallback):
-    def __init__(self, bar: Any, job: Any) -> None:
-        self.bar, self.job = bar, job
+    """Advance a :class:`paperstack.progress.Progress` once per optimiser step."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.bar.update(self.job, completed=state.global_step)
+        self.bar.advance()
 
 
 def training_arguments(
@@ -307,22 +328,34 @@ def unlearn(
     device: str = "cpu",
     output_dir: str | None = None,
     progress: bool = False,
+    inplace: bool = False,
 ) -> UnlearnResult:
-    """Unlearn ``forget`` from ``model`` (in place) while keeping ``retain``, with ``config``.
+    """Unlearn ``forget`` from ``model`` while keeping ``retain``, with ``config``.
 
     The defaults are the WMDP RMU recipe's optimiser settings (AdamW, constant lr 5e-5,
-    batch 4). ``ref_model`` defaults to a deep copy taken before training; ``lora_r`` wraps
-    the model in a peft LoRA adapter of that rank on the trained modules.
+    batch 4). Training runs on a copy of ``model`` (``inplace=True`` trains ``model`` itself),
+    so the caller's model, its weights and its ``requires_grad`` flags, is left as it was.
+    ``ref_model`` (the frozen theta_0) defaults to the untouched ``model``; ``lora_r`` wraps
+    the copy in a peft LoRA adapter of that rank on the trained modules.
     """
+    import math
     import time
 
     if steps < 1:
         raise UnlearnError(f"steps {steps}: must be >= 1")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise UnlearnError(f"lr {lr}: must be a finite number > 0")
+    if batch_size < 1:
+        raise UnlearnError(f"batch_size {batch_size}: must be >= 1")
     check_vocabulary_overlap(tokenizer, forget, "forget")
     check_vocabulary_overlap(tokenizer, retain, "retain")
     dataset = ForgetRetainDataset(encode(tokenizer, forget), encode(tokenizer, retain))
     check_layer(model, config.layer)
-    ref = ref_model if ref_model is not None else copy.deepcopy(model)
+    # The caller's model stays as it was: training runs on a copy (unless ``inplace``), and the
+    # untouched original serves as the frozen reference when none is given.
+    ref = ref_model if ref_model is not None else (copy.deepcopy(model) if inplace else model)
+    if not inplace:
+        model = copy.deepcopy(model)
     anchors = (
         build_anchor_bank(ref, tokenizer, retain, config, seed=seed)
         if (config.method == "ra2")
@@ -343,14 +376,8 @@ def unlearn(
     trainer.remove_callback(PrinterCallback)  # the demo prints its own lines
     trainer.remove_callback(ProgressCallback)
     start = time.perf_counter()
-    if progress:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            job = bar.add_task(f"unlearning ({config.method})", total=steps)
-            trainer.add_callback(_Progress(bar, job))
-            trainer.train()
-    else:
+    with Progress(steps, f"unlearning ({config.method})", enabled=progress) as bar:
+        trainer.add_callback(_Progress(bar))
         trainer.train()
     trained: Any = trainer.model
     if lora_r is not None:
@@ -375,17 +402,19 @@ def _with_lora(model: PreTrainedModel, config: UnlearnConfig, r: int) -> Any:
 
 
 def load_model(name_or_path: str, device: str = "cpu") -> tuple[PreTrainedModel, Any]:
-    """A causal LM and its tokenizer by hub id or local path (``from_pretrained``), with a
-    one-line error when it cannot be loaded or lacks decoder layers."""
+    """A causal LM and its tokenizer by hub id or local folder (``from_pretrained``).
+
+    A local folder is checked first by :func:`paperstack.checkpoint.load_pretrained` (a
+    truncated ``model.safetensors``, a ``config.json`` that is not JSON, a missing shard: one
+    line naming the file); a model without decoder layers is one line too.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    try:
-        tok = AutoTokenizer.from_pretrained(name_or_path)
-        loaded: Any = AutoModelForCausalLM.from_pretrained(name_or_path)
-        model = loaded.to(device)
-    except (OSError, ValueError) as exc:
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise UnlearnError(f"--model {name_or_path}: cannot load ({first})") from None
+    from paperstack.checkpoint import load_pretrained
+
+    tok = load_pretrained(name_or_path, AutoTokenizer.from_pretrained)
+    loaded: Any = load_pretrained(name_or_path, AutoModelForCausalLM.from_pretrained)
+    model = loaded.to(device)
     decoder_layers(model)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
