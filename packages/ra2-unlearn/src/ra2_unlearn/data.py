@@ -19,20 +19,21 @@ import os
 import random
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch.utils.data import Dataset
 
 from paperstack.tasks import DOMAINS, Example, FactWorld
-from paperstack.tasks.facts import TRAIN_TEMPLATES
+from paperstack.tasks.facts import TRAIN_TEMPLATES, Fact
 from ra2_unlearn.errors import UnlearnError
 
 __all__ = [
     "Encoded",
     "FactSplits",
+    "FactWorldWithout",
     "ForgetRetainCollator",
     "ForgetRetainDataset",
     "check_vocabulary_overlap",
@@ -153,6 +154,28 @@ class ForgetRetainCollator:
 
 
 @dataclass(frozen=True)
+class FactWorldWithout(FactWorld):
+    """The fact world with some facts never shown: the *retain model* of TOFU's forget
+    quality (a model trained on everything but the forget set) is trained on this.
+
+    ``without`` lists ``(entity, attribute)`` pairs; :meth:`facts` (and so ``generate``, which
+    draws from it) leaves them out, everything else is the world of the same
+    ``(n_entities, world_seed)``.
+    """
+
+    name: ClassVar[str] = "facts-without"
+    without: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "without", tuple(sorted(tuple(p) for p in self.without)))
+
+    def facts(self, domains: Sequence[str] | None = None) -> list[Fact]:
+        gone = set(self.without)
+        return [f for f in super().facts(domains) if (f.entity, f.attribute) not in gone]
+
+
+@dataclass(frozen=True)
 class FactSplits:
     """The demo's data: training sets and evaluation questions (all QA form)."""
 
@@ -163,6 +186,16 @@ class FactSplits:
     adjacent: list[Example]
     retain: list[Example]
     retain_eval: list[Example]
+    #: Forget-domain questions about entities the model never saw (the non-members of the
+    #: membership-inference attacks): the same world grown by ``n_holdout`` entities.
+    holdout: list[Example] = field(default_factory=list)
+
+    def retain_world(self) -> FactWorldWithout:
+        """The world minus the forget facts: what the retain model of forget quality learns."""
+        pairs = sorted({(e.meta["entity"], e.meta["attribute"]) for e in self.forget})
+        return FactWorldWithout(
+            n_entities=self.world.n_entities, world_seed=self.world.world_seed, without=tuple(pairs)
+        )
 
     @property
     def chance(self) -> float:
@@ -188,12 +221,14 @@ def fact_splits(
     n_forget: int = 12,
     n_retain_train: int | None = None,
     split_seed: int = 0,
+    n_holdout: int = 0,
 ) -> FactSplits:
     """Split ``world`` by entity into forget / retain-train / retain-eval (see module doc).
 
     Entities are assigned by a seeded shuffle independent of the world; the remaining
     entities after the forget ones are halved between retain-train and retain-eval unless
-    ``n_retain_train`` says otherwise.
+    ``n_retain_train`` says otherwise. ``n_holdout`` entities beyond the world give the
+    never-trained questions of :attr:`FactSplits.holdout`.
     """
     if forget_domain not in DOMAINS:
         raise UnlearnError(f"forget_domain {forget_domain!r}: not one of {', '.join(DOMAINS)}")
@@ -215,7 +250,17 @@ def fact_splits(
         adjacent=_questions(world, forget_e, others),
         retain=_questions(world, rest[:n_rt], list(DOMAINS)),
         retain_eval=_questions(world, rest[n_rt:], list(DOMAINS)),
+        holdout=_holdout(world, forget_domain, n_holdout),
     )
+
+
+def _holdout(world: FactWorld, domain: str, n: int) -> list[Example]:
+    """Questions in ``domain`` about ``n`` entities added after the world's own (never seen in
+    training: the world's entities and values are a prefix of any larger world's)."""
+    if n <= 0:
+        return []
+    bigger = FactWorld(n_entities=world.n_entities + n, world_seed=world.world_seed)
+    return _questions(bigger, bigger.entities[world.n_entities :], [domain])
 
 
 def load_mc_jsonl(path: str | os.PathLike[str], task: str = "mc") -> list[Example]:

@@ -24,7 +24,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from paperstack.progress import Progress
 from paperstack.tasks import Example
 from ra2_unlearn import losses
-from ra2_unlearn.anchors import AnchorBank
+from ra2_unlearn.anchors import AnchorBank, carrying_positions
 from ra2_unlearn.config import UnlearnConfig
 from ra2_unlearn.data import (
     ForgetRetainCollator,
@@ -41,6 +41,7 @@ __all__ = [
     "UnlearnTrainer",
     "build_anchor_bank",
     "load_model",
+    "ra2_positions",
     "training_arguments",
     "unlearn",
 ]
@@ -110,6 +111,11 @@ class UnlearnTrainer(Trainer):
             u = torch.rand(d, generator=g)
             self.control_vector = (config.steering_coeff * u / u.norm()).to(self.args.device)
         self.loss_parts: list[dict[str, float]] = []
+        #: Tokens whose prediction is not forgotten content (the end of an answer).
+        eos = getattr(getattr(model, "config", None), "eos_token_id", None)
+        self.stop_ids: list[int] = (
+            [] if eos is None else list(eos if isinstance(eos, list) else [eos])
+        )
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         """``Trainer.train``, then every ``requires_grad`` flag restored as the caller had it."""
@@ -216,14 +222,18 @@ class UnlearnTrainer(Trainer):
     ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, ell = self.config, self.config.layer
         assert self.anchors is not None
-        fmask, rmask = self._forget_mask(f), r["attention_mask"].bool()
+        rmask = r["attention_mask"].bool()
         hf, _ = self._hidden(model, f, [ell])
         hr, logits_r = self._hidden(model, r, self.retain_layers)
         with torch.no_grad():
-            hf0, _ = self._hidden(self.ref_model, f, [ell])
+            hf0, logits_f0 = self._hidden(self.ref_model, f, [ell])
             hr0, logits_r0 = self._hidden(self.ref_model, r, self.retain_layers)
+            fmask, exclude = self.ra2_positions(hf0[ell], logits_f0, f)
             targets = torch.zeros_like(hf0[ell])
-            targets[fmask] = self.anchors.targets(hf0[ell][fmask], cfg.k, cfg.tau, cfg.target)
+            if bool(fmask.any()):
+                targets[fmask] = self.anchors.targets(
+                    hf0[ell][fmask], cfg.k, cfg.tau, cfg.target, exclude
+                )
         forget = losses.ra2_forget_loss(hf[ell], targets, fmask)
         retain = losses.ra2_retain_loss(
             [hr[i] for i in self.retain_layers],
@@ -234,7 +244,53 @@ class UnlearnTrainer(Trainer):
             cfg.retain_kl,
         )
         loss = forget + cfg.alpha * retain
-        return loss, {"forget": float(forget.detach()), "retain": float(retain.detach())}
+        return loss, {
+            "forget": float(forget.detach()),
+            "retain": float(retain.detach()),
+            "attracted": float(fmask.sum()),
+        }
+
+    @torch.no_grad()
+    def ra2_positions(
+        self, ref_states: torch.Tensor, ref_logits: torch.Tensor, side: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """RA^2's attracted forget positions ``[B, T]`` and, per attracted position, the token
+        its anchors must not support (None when the config keeps 0.1's unfiltered kNN)."""
+        return ra2_positions(self.config, self.anchors, ref_states, ref_logits, side,
+                             self.stop_ids)  # fmt: skip
+
+
+def ra2_positions(
+    config: UnlearnConfig,
+    anchors: AnchorBank | None,
+    ref_states: torch.Tensor,
+    ref_logits: torch.Tensor,
+    side: dict[str, torch.Tensor],
+    stop_ids: Sequence[int] = (),
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Which forget positions RA^2 attracts, and the forgotten token each one predicts.
+
+    ``attract="carrying"``: positions whose frozen prediction is the labelled next token
+    (:func:`ra2_unlearn.anchors.carrying_positions`), minus exact twins of an anchor;
+    ``attract="all"``: every ``forget_tokens`` position (0.1). The excluded support is the
+    next label at each attracted position (with ``exclude_support``).
+    """
+    mask = side["attention_mask"].bool()
+    labels = side["labels"]
+    if config.attract == "carrying":
+        mask = mask & carrying_positions(ref_logits, labels, stop_ids)
+        if anchors is not None and bool(mask.any()):
+            twins = anchors.twins(ref_states[mask])
+            idx = mask.nonzero(as_tuple=True)
+            mask[idx[0][twins], idx[1][twins]] = False
+    elif config.forget_tokens == "answer":
+        pos = torch.arange(mask.shape[1], device=mask.device)[None, :]
+        mask = mask & (pos >= (side["prompt_len"][:, None] - 1))
+    if not config.exclude_support:
+        return mask, None
+    nxt = torch.full_like(labels, -1)
+    nxt[:, :-1] = labels[:, 1:]
+    return mask, nxt[mask]
 
 
 def build_anchor_bank(
