@@ -54,9 +54,9 @@ def knn_targets(
     of both) and default to the raw vectors. ``allowed`` ``[N, M]`` (bool) restricts each
     query's neighbours (RA^2: anchors that do not support the forgotten token). ``tau=None``
     uses, per query, the mean of its k squared distances, so the kernel is neither one-hot nor
-    uniform at any activation scale (an anchor at distance 0 among k at the mean distance gets
-    weight ``1 / (1 + (k-1)/e)``, about 0.28 for k = 8; exact twins are therefore not left to
-    the kernel: :meth:`AnchorBank.targets` drops them).
+    uniform at any activation scale. It is not sharp: an anchor at distance 0 among k - 1 at
+    distance 1 gets weight ``1 / (1 + (k-1) exp(-k/(k-1)))``, about 0.31 for k = 8, so exact
+    twins are not left to the kernel (RA^2 leaves them out, see :meth:`AnchorBank.twins`).
     """
     if anchors.shape[0] == 0:
         raise UnlearnError("anchor bank is empty (the retain set produced no tokens)")

@@ -17,7 +17,10 @@ The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--d
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from paperstack.contract import ContractCLI, Report, Run
 from paperstack.errors import PaperstackError
@@ -27,34 +30,28 @@ from ra2_unlearn.config import METHODS
 cli = ContractCLI("ra2", "ra2-unlearn", __version__, __doc__)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _number(kind: type, low: float, strict: bool) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (int or float) above ``low`` (or at it, unless
+    ``strict``), so ``--lr -1`` or ``--batch-size 0`` is refused on the command line."""
+    sign = ">" if strict else ">="
+    what = "a finite number" if kind is float else "an integer"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        ok = math.isfinite(value) and (value > low if strict else value >= low)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be {what} {sign} {low:g}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
+_positive_int = _number(int, 0, strict=True)
+_positive_float = _number(float, 0, strict=True)
+_non_negative_float = _number(float, 0, strict=False)
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,7 +69,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     quick_seeds=1,
     model="a causal LM (id or folder) that already knows the fact world (default: the cached "
     "tiny model, trained on first use)",
-    devices=("cpu",),
+    devices=("cpu", "cuda"),
 )
 def demo(run: Run) -> Report:
     """The reproduction on the fact world (see :mod:`ra2_unlearn.demo`)."""
@@ -157,6 +154,60 @@ def unlearn_command(args: argparse.Namespace) -> int:
     result.model.save_pretrained(out)  # type: ignore[operator]
     tok.save_pretrained(out)
     print(f"ra2: unlearned with {args.method} in {result.seconds:.1f}s; saved to {out}")
+    return 0
+
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="the (unlearned) model: id or local folder")
+    p.add_argument("--forget", type=Path, required=True, help="forget set: MC JSONL or corpus")
+    p.add_argument(
+        "--holdout",
+        type=Path,
+        default=None,
+        help="data the model never trained on, same format (the MIA non-members)",
+    )
+    p.add_argument(
+        "--retain-model",
+        default=None,
+        help="a model trained without the forget set (TOFU forget quality, PrivLeak)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("mc", "corpus"),
+        default="mc",
+        help="mc: question/choices/answer JSONL; corpus: raw text (see unlearn)",
+    )
+    p.add_argument("--out", type=Path, required=True, help="directory for evaluation.json")
+    p.add_argument("--device", default="cpu")  # fmt: skip
+
+
+@cli.command(
+    "evaluate",
+    "open-unlearning metrics of a model on your data: truth ratio, forget quality, KnowMem / "
+    "VerbMem, LOSS / ZLib / Min-K%% / Min-K%%++ membership AUCs, PrivLeak",
+    _evaluate_arguments,
+)
+def evaluate_command(args: argparse.Namespace) -> int:
+    from paperstack.contract import check_device, check_model
+    from paperstack.progress import quiet_libraries
+    from paperstack.records import atomic_write_json, prepare_out_dir
+    from ra2_unlearn.data import load_mc_jsonl, load_text_corpus
+    from ra2_unlearn.evaluation import evaluate_user_data
+
+    quiet_libraries()
+    device = check_device(args.device)
+    model_name = check_model(args.model)
+    retain_name = check_model(args.retain_model)
+    load = load_mc_jsonl if args.format == "mc" else load_text_corpus
+    forget = load(args.forget)
+    holdout = load(args.holdout) if args.holdout is not None else None
+    out = prepare_out_dir(args.out)
+    assert model_name is not None
+    report = evaluate_user_data(model_name, forget, holdout, retain_name, device)
+    path = atomic_write_json(out / "evaluation.json", report)
+    for name, value in report["metrics"].items():
+        print(f"ra2: {name}: {value:.4g}")
+    print(f"ra2: wrote {path}")
     return 0
 
 

@@ -156,7 +156,11 @@ def _train_now(settings: DemoSettings, task: Any, progress: bool) -> tuple[Any, 
 
 
 def base_models(
-    settings: DemoSettings, splits: FactSplits, model_path: str | None, progress: bool
+    settings: DemoSettings,
+    splits: FactSplits,
+    model_path: str | None,
+    progress: bool,
+    device: str = "cpu",
 ) -> tuple[Any, Any, Any | None, dict[str, Any]]:
     """The model that knows the world and the retain model that never saw the forget facts.
 
@@ -168,7 +172,7 @@ def base_models(
     if model_path is not None:
         from ra2_unlearn.trainer import load_model
 
-        model, tok = load_model(model_path)
+        model, tok = load_model(model_path, device)
         return model, tok, None, {"source": str(model_path), "retain_model": None}
     if settings.pretrain_steps is None:
         model, tok = tiny.pretrained(settings.preset, (splits.world,), progress=progress)
@@ -184,6 +188,7 @@ def base_models(
         return model, tok, retain, src
     model, tok, s1 = _train_now(settings, splits.world, progress)
     retain, _, s2 = _train_now(settings, splits.retain_world(), progress)
+    model, retain = model.to(device), retain.to(device)
     return model, tok, retain, {"source": "trained", "seconds": s1, "retain_seconds": s2}
 
 
@@ -380,9 +385,10 @@ def settings_for(run: Run) -> DemoSettings:
 
 def _unlearn(model: Any, tok: Any, splits: FactSplits, settings: DemoSettings, system: str,
              lr: float, seed: int) -> Any:  # fmt: skip
+    device = next(model.parameters()).device.type  # the Trainer places it (cuda: cuda:0)
     return unlearn(model, tok, splits.forget, splits.retain, settings.config(system),
                    steps=settings.steps, lr=lr, batch_size=settings.batch_size,
-                   seed=seed).model  # fmt: skip
+                   seed=seed, device=device).model  # fmt: skip
 
 
 def select_learning_rates(
@@ -467,7 +473,7 @@ def run_demo(run: Run) -> Report:
     splits = fact_splits(_world(settings), settings.forget_domain, settings.n_forget,
                          n_holdout=settings.n_holdout)  # fmt: skip
     model, tok, retain_model, source = base_models(settings, splits, run.model,
-                                                   run.show_progress)  # fmt: skip
+                                                   run.show_progress, run.device)  # fmt: skip
     run.log(
         f"world: {settings.n_entities} entities; forget {len(splits.forget)} questions "
         f"({settings.forget_domain} of {settings.n_forget} entities), adjacent "

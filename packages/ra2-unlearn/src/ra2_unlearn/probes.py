@@ -164,6 +164,8 @@ def teacher_forced_correct(
     pad = int(tokenizer.pad_token_id or 0)
     eos = tokenizer.eos_token_id
     device = next(model.parameters()).device
+    if patch is not None:
+        patch[1].to(device)
     out: list[bool] = []
     model.eval()
     for s in range(0, len(enc), batch_size):
