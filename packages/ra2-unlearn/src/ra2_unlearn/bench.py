@@ -26,6 +26,7 @@ def measure(method: str, preset: str, steps: int, seed: int, device: str = "cpu"
 
     import torch
     from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
 
     from paperstack import tiny
     from paperstack.tasks import FactWorld
@@ -61,6 +62,7 @@ def measure(method: str, preset: str, steps: int, seed: int, device: str = "cpu"
     trainer = UnlearnTrainer(
         model, ref, cfg, args, data, ForgetRetainCollator(int(tok.pad_token_id)), anchors=anchors
     )
+    trainer.remove_callback(PrinterCallback)  # the Trainer's end-of-run dict is not ours to print
     trainer.add_callback(Clock())
     if cuda:
         torch.cuda.reset_peak_memory_stats()
