@@ -167,6 +167,20 @@ if _HAVE_TRITON:
             offset += tl.sum(keep.to(tl.int32), axis=0)
 
     @triton.jit
+    def _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale):
+        """One block of an online softmax: fold ``softmax(q kᵀ · scale) v`` over the block's
+        valid tokens (``ok``) into the running max ``m``, sum ``acc_l`` and output ``acc``."""
+        logits = tl.dot(q, tl.trans(k)) * scale  # [G, BLOCK]
+        logits = tl.where(ok[None, :], logits, float("-inf"))
+        m_new = tl.maximum(m, tl.max(logits, axis=1))
+        m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
+        p = tl.exp(logits - m_safe[:, None])
+        alpha = tl.exp(m - m_safe)
+        acc = acc * alpha[:, None] + tl.dot(p, v)
+        acc_l = acc_l * alpha + tl.sum(p, axis=1)
+        return m_new, acc_l, acc
+
+    @triton.jit
     def _gather_attention_kernel(
         q_ptr,
         k_ptr,
@@ -217,21 +231,13 @@ if _HAVE_TRITON:
                 mask=ok[:, None] & in_d[None, :],
                 other=0.0,
             ).to(tl.float32)
-            logits = tl.dot(q, tl.trans(k)) * scale  # [G, BLOCK_N]
-            logits = tl.where(ok[None, :], logits, float("-inf"))
-            m_new = tl.maximum(m, tl.max(logits, axis=1))
-            m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
-            p = tl.exp(logits - m_safe[:, None])
-            alpha = tl.exp(m - m_safe)
             v_rows = (b * hv + vh).to(tl.int64) * length + idx
             v = tl.load(
                 v_ptr + v_rows[:, None] * dim + offs_d[None, :],
                 mask=ok[:, None] & in_d[None, :],
                 other=0.0,
             ).to(tl.float32)
-            acc = acc * alpha[:, None] + tl.dot(p, v)
-            acc_l = acc_l * alpha + tl.sum(p, axis=1)
-            m = m_new
+            m, acc_l, acc = _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
         out = acc / tl.where(acc_l > 0, acc_l, 1.0)[:, None]
         tl.store(
             out_ptr + (b * hq + heads[:, None]).to(tl.int64) * dim + offs_d[None, :],
@@ -293,20 +299,12 @@ if _HAVE_TRITON:
                 mask=in_l[:, None] & in_d[None, :],
                 other=0.0,
             ).to(tl.float32)
-            logits = tl.dot(q, tl.trans(k)) * scale
-            logits = tl.where(ok[None, :], logits, float("-inf"))
-            m_new = tl.maximum(m, tl.max(logits, axis=1))
-            m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
-            p = tl.exp(logits - m_safe[:, None])
-            alpha = tl.exp(m - m_safe)
             v = tl.load(
                 v_ptr + v_base + offs_l[:, None].to(tl.int64) * dim + offs_d[None, :],
                 mask=in_l[:, None] & in_d[None, :],
                 other=0.0,
             ).to(tl.float32)
-            acc = acc * alpha[:, None] + tl.dot(p, v)
-            acc_l = acc_l * alpha + tl.sum(p, axis=1)
-            m = m_new
+            m, acc_l, acc = _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
         part = ((b * hq + heads) * splits + split).to(tl.int64)
         tl.store(m_ptr + part, m, mask=in_g)
         tl.store(l_ptr + part, acc_l, mask=in_g)
