@@ -103,7 +103,8 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         "--e2e-contexts",
         type=_positive_list("context lengths"),
         default=None,
-        help="end-to-end model decode contexts (default 16384,65536; 0 systems with --quick)",
+        help="end-to-end model decode contexts (CPU default 16384,65536; 512 with --quick; "
+        "none on cuda)",
     )
 
 
