@@ -12,8 +12,9 @@ per-repeat ratio compares like with like even on a loaded machine:
   the CPU, the triton kernels on CUDA;
 - ``saga-dense``: dense decode on the SAGA cache.
 
-CPU: fp32 caches, ``time.perf_counter`` around one call. CUDA: bf16 caches,
-``triton.testing.do_bench`` (its median over many calls, L2 flushed) per system and repeat.
+CPU: fp32 caches, ``time.perf_counter`` around one call. CUDA: bf16 caches, every system
+captured in a CUDA graph where it can be (:func:`cuda_graph`), ``triton.testing.do_bench`` (its
+median over many calls, L2 flushed) per system and repeat.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from saga_attention.attention import grouped_dense_decode, sparse_decode
 from saga_attention.heads import HeadLayout, SagaError
 from saga_attention.selection import AtopConfig
 
-__all__ = ["DecodeShape", "TimingResult", "time_calls", "time_decode"]
+__all__ = ["DecodeShape", "TimingResult", "cuda_graph", "time_calls", "time_decode"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,27 @@ def _cuda_timed(fn: Callable[[], object]) -> float:
     from triton.testing import do_bench
 
     return float(do_bench(fn, warmup=5, rep=25)) / 1e3  # ms -> s (median)
+
+
+def cuda_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
+    """``fn`` captured in a CUDA graph (its replay), or None if it cannot be captured (a host
+    sync in it). At batch 1 a sparse step moves so few bytes that launching its ~20 kernels
+    one by one would cost more than the memory traffic; a graph launches them as one."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capturing stream, as capture requires
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        torch.cuda.synchronize()
+        return None
+    return graph.replay
 
 
 def time_calls(
@@ -172,6 +194,14 @@ def _calls(
             raise SagaError(f"--key-heads {h}: does not divide H_q={hq}")
         kh = rand(1, h, length, d)
         calls[f"saga-atop-hk{h}"] = functools.partial(sparse, q, kh, vs, n, atop=atop)
+    if cuda:
+        # every CUDA system is timed as a graph replay where it can be captured (the same
+        # treatment for baselines and method); the eager triton step is kept beside it
+        calls["saga-atop-eager"] = calls["saga-atop"]
+        for name in [n for n in calls if n not in ("saga-atop-eager", "saga-atop-torch")]:
+            replay = cuda_graph(calls[name])
+            if replay is not None:
+                calls[name] = replay
     return calls, {"gqa-dense": dense_parts}
 
 
