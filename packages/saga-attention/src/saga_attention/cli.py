@@ -3,7 +3,7 @@
 - ``saga demo --out DIR``: the premise (dense attention solves a 1K-4K-token recall task),
   then the two ideas apart: asymmetry at equal sparsity (SAGA + Atop-N vs GQA + Atop-N),
   sparsity at equal heads (GQA + Atop-N vs dense GQA), their combination, Atop-N recall by
-  context length, and the GQA -> SAGA conversion; 3 seeds; writes ``DIR/results.json``,
+  context length, and the GQA -> SAGA conversion; 5 seeds; writes ``DIR/results.json``,
   ``DIR/report.md`` and figures. ``--quick`` is the one-minute smoke version.
 - ``saga bench --out DIR``: decode-step attention time against context length and ``H_k``,
   selection time on its own (Atop-N vs ``torch.topk``) and end-to-end decode tokens/s of whole
@@ -68,7 +68,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=_positive, default=None, help="torch threads (default 1)")
 
 
-@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=1, model=None, devices=("cpu",))
+@cli.demo(arguments=_demo_arguments, seeds=5, quick_seeds=1, model=None, devices=("cpu",))
 def demo(run: Run) -> Report:
     """GQA and SAGA trained on long-context recall, conversion, recall, decode time."""
     from saga_attention.demo import FULL, QUICK, report_text, run_demo
