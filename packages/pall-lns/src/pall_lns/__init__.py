@@ -6,7 +6,7 @@ the selector can run asynchronously in its own process. Importing this package d
 PySCIPOpt or highspy: the solvers are loaded when a model is read.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from pall_lns.errors import PallError
 from pall_lns.generators import generate

@@ -76,7 +76,8 @@ def run_highs(
         import highspy
     except ImportError:
         raise PallError(
-            "solver HiGHS is missing: highspy is not installed (pip install 'pall-lns[highs]')"
+            "solver HiGHS is missing: highspy is not installed (a dependency of pall-lns: "
+            "pip install highspy)"
         ) from None
     from pall_lns.instance import _quiet_stdout
 

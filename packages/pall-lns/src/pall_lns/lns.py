@@ -18,6 +18,7 @@ before it becomes the incumbent, so the solver never returns an unchecked soluti
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -61,8 +62,14 @@ class LnsConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.time_limit > 0:
-            raise PallError(f"--time-limit {self.time_limit:g}: must be positive")
+        if not (math.isfinite(self.time_limit) and self.time_limit > 0):
+            raise PallError(
+                f"--time-limit {self.time_limit:g}: must be a finite number of seconds above 0"
+            )
+        if not (math.isfinite(self.submip_time) and self.submip_time >= 0):
+            raise PallError(
+                f"--submip-time {self.submip_time:g}: must be a finite number of seconds >= 0"
+            )
         if not 0 < self.init_frac < 1:
             raise PallError(f"init_frac {self.init_frac}: must be in (0, 1)")
         if not 0 <= self.init_root_frac < 1:

@@ -49,10 +49,15 @@ def reduce(
     x_inc: np.ndarray,
     act: np.ndarray | None = None,
     tol: float = 1e-9,
+    *,
+    keep_loose: bool = False,
 ) -> Reduced:
     """The reduced sub-MIP of ``inst`` where variables outside ``free_mask`` equal ``x_inc``.
 
-    ``act = A x_inc`` (kept by the LNS loop) spares the full product; without it one is made."""
+    ``act = A x_inc`` (kept by the LNS loop) spares the full product; without it one is made.
+    ``keep_loose``: free variables in no kept row stay in the sub-MIP (as variables without
+    rows) instead of being set to their best bound here; a local-branching row must count
+    them, or they would move outside its Hamming ball."""
     free = np.flatnonzero(free_mask)
     if act is None:
         act = inst.activity(x_inc)
@@ -81,6 +86,10 @@ def reduce(
     # Free variables in no kept row: their best bound is optimal (objective only).
     x_base = x_inc.copy()
     loose = free[~col_mask[free]]
+    if keep_loose:
+        col_mask[loose] = True
+        cols = np.flatnonzero(col_mask)
+        loose = loose[:0]
     c = inst.c[loose]
     best = np.where(c > 0, inst.lb[loose], np.where(c < 0, inst.ub[loose], x_inc[loose]))
     x_base[loose] = np.where(np.isfinite(best), best, x_inc[loose])

@@ -270,7 +270,7 @@ class SubMipSolver:
             t0 = time.perf_counter()
         mask = ~inst.is_int
         mask[free] = True
-        red = reduce(inst, mask, x_inc, act)
+        red = reduce(inst, mask, x_inc, act, keep_loose=hamming is not None)
         bd = self.breakdown
         tick = time.perf_counter()
         bd["reduce"] = bd.get("reduce", 0.0) + tick - t0
