@@ -15,10 +15,16 @@ from paperstack.records import Claim, ResultsFormatError, load_results
 
 CLAIMS = {
     "premise_scip_leaves_room",
+    "premise_operator_choice_matters",
+    "lm_beats_random_heldout",
+    "lm_beats_random_unseen_family",
+    "lm_beats_linear_heldout",
     "pall_beats_scip_integral",
+    "pall_beats_scip_aggressive_integral",
     "pall_beats_highs_integral",
-    "learned_beats_bandit",
-    "learned_beats_random",
+    "lm_beats_bandit",
+    "lm_beats_random_online",
+    "async_beats_sync",
 }
 
 
@@ -84,7 +90,8 @@ def test_solve_prints_progress_and_writes_a_feasible_sol(smoke_dir, tmp_path, ca
         (["solve", "MODEL", "--time-limit", "1", "--selector", "nope.json"], "no such selector"),
         (["generate", "--family", "knapsack", "--out", "X"], "--family 'knapsack'"),
         (["generate", "--family", "setcover", "--count", "0", "--out", "X"], "--count 0"),
-        (["demo", "--out", "X", "--model", "gpt"], "builds its own models"),
+        (["demo", "--out", "X", "--model", "gpt"], "--model gpt: no such model folder"),
+        (["demo", "--out", "X", "--model", "./nowhere"], "--model ./nowhere: no such directory"),
         (["demo", "--out", "X", "--per-family", "0"], "--per-family 0: must be at least 1"),
         (["demo", "--out", "X", "--time-limit", "-1"], "--time-limit -1"),
         (["demo", "--out", "X", "--device", "cuda"], "--device cuda"),
@@ -131,12 +138,16 @@ def test_generate_writes_lp_and_metadata(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory):
+def demo_dir(tmp_path_factory, smoke_dir):
     out = tmp_path_factory.mktemp("demo")
-    # The quick protocol with a shorter budget and smoke instances would change the sizes; the
-    # budget alone is cut here so the fast suite stays fast (demo --quick itself runs in CI's
-    # isolation session).
-    assert main(["demo", "--quick", "--time-limit", "0.6", "--out", str(out)]) == 0
+    data = tmp_path_factory.mktemp("dataset")
+    for name in ("setcover-smoke-s7", "indset-smoke-s7"):
+        for suffix in (".lp", ".json"):
+            shutil.copy(smoke_dir / f"{name}{suffix}", data)
+    # The quick protocol (micro LM) on two smoke models with a short budget, so the fast suite
+    # stays fast; `demo --quick` itself runs in CI's isolation session.
+    argv = ["demo", "--quick", "--time-limit", "0.5", "--dataset", str(data), "--out", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
     return out
 
 
@@ -145,7 +156,10 @@ def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_dir):
     assert results.manifest.package == "pall-lns"
     assert results.manifest.version == __version__
     assert {c.id for c in results.claims} == CLAIMS
-    assert results.claims[0].id.startswith("premise")  # the premise is measured first
+    assert [c.id for c in results.claims[:2]] == [  # the premises are measured first
+        "premise_scip_leaves_room",
+        "premise_operator_choice_matters",
+    ]
     for claim in results.claims:
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
@@ -153,16 +167,23 @@ def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_dir):
         assert again.verdict == claim.verdict
         if isinstance(claim.rhs, float):
             continue
-        # paired over the same instances, not judged from two point estimates
-        assert claim.method == "paired-t"
-        assert claim.n == 4
+        # paired over the same instances or held-out states, not two point estimates
+        assert claim.method in ("paired-t", "paired-bootstrap")
     for method in METHODS:
         row = results.row(method, "primal_integral", "all")
         assert row.items is not None
-        assert len(row.items) == 4  # one instance per family
-        for fam in ("setcover", "auction", "facility", "indset", "all"):
-            assert 0.0 <= results.row(method, "primal_integral", fam).value <= 1.0
-            assert 0.0 <= results.row(method, "primal_gap", fam).value <= 1.0
+        assert sorted(row.items) == ["indset-smoke-s7.lp", "setcover-smoke-s7.lp"]
+        for split in ("setcover", "indset", "all"):
+            assert 0.0 <= results.row(method, "primal_integral", split).value <= 1.0
+            assert 0.0 <= results.row(method, "primal_gap", split).value <= 1.0
+    for split in ("heldout-same", "heldout-unseen"):
+        lm = results.row("lm", "oracle_reward_share", split)
+        rnd = results.row("random", "oracle_reward_share", split)
+        assert lm.items is not None
+        assert rnd.items is not None
+        assert lm.items.keys() == rnd.items.keys()  # the same held-out states
+        assert all(0.0 <= v <= 1.0 for v in lm.items.values())
+    assert results.manifest.config["pall_decisions"] > 0
     assert (demo_dir / "report.md").read_text().startswith("# pall-lns")
 
 
@@ -299,3 +320,38 @@ def test_truncated_lp_is_refused_by_solve(smoke_dir, tmp_path, capsys):
     assert exc.value.code == 2
     assert "truncated model file" in capsys.readouterr().err
     assert not cut.with_suffix(".sol").exists()
+
+
+def test_train_lm_refuses_a_missing_model_folder_before_training(tmp_path, capsys):
+    from importlib import resources
+
+    data = resources.files("pall_lns").joinpath("data", "oracle-train.jsonl")
+    ens = resources.files("pall_lns").joinpath("data", "default_selector.json")
+    argv = ["train-lm", "--data", str(data), "--ensemble", str(ens), "--out", str(tmp_path / "m")]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--model", str(tmp_path / "none")])
+    assert exc.value.code == 2
+    assert "no such directory" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("selector", ["exp3", "egreedy", "bandit"])
+def test_solve_with_each_bandit(smoke_dir, tmp_path, selector):
+    model = str(smoke_dir / "setcover-smoke-s7.lp")
+    sol, traj = tmp_path / "x.sol", tmp_path / "t.jsonl"
+    argv = ["solve", model, "--time-limit", "0.8", "--selector", selector, "--sync", "--quiet"]
+    assert main([*argv, "--sol", str(sol), "--trajectory", str(traj)]) == 0
+    assert sol.read_text().startswith("objective value:")
+
+
+def test_bench_compare_pairs_pall_with_every_baseline(tmp_path):
+    out = tmp_path / "bench"
+    argv = ["bench", "--quick", "--out", str(out), "--size", "smoke", "--compare"]
+    assert main([*argv, "--families", "setcover", "--no-progress"]) == 0
+    res = load_results(out / "bench.json")
+    ids = {c.id for c in res.claims}
+    for base in ("scip", "scip-aggressive", "highs", "lns-random", "lns-bandit"):
+        assert f"smoke_pall_beats_{base}_integral" in ids
+        assert f"smoke_pall_beats_{base}_gap" in ids
+    assert res.row("pall", "primal_integral", "all").n == 1  # one instance per family and seed
+    assert res.manifest.config["compare"]["methods"][0] == "pall"

@@ -108,17 +108,37 @@ def _output_file(path: Path, flag: str) -> Path:
     return path
 
 
-def _selector(spec: str, seed: int) -> tuple[Any, list[Any]]:
-    from pall_lns.selectors import LearnedSelector, RandomSelector, UCBSelector, load_default
+SELECTORS = "default (softmax-linear), lm (fine-tuned LM), random, bandit, exp3, egreedy"
 
-    default = load_default()
-    if spec == "default":
-        return default, default.ops
-    if spec == "random":
-        return RandomSelector(seed), default.ops
-    if spec == "bandit":
-        return UCBSelector(len(default.ops), seed=seed), default.ops
-    sel = LearnedSelector.load(spec)
+
+def _selector(spec: str, seed: int) -> tuple[Any, list[Any]]:
+    """A selector by name (over the shipped ensemble), or a selector JSON file (its own), or
+    a folder of an LM trained by ``pall train-lm``."""
+    from pall_lns import selectors as s
+
+    default = s.load_default()
+    k = len(default.ops)
+    named = {
+        "default": lambda: default,
+        "random": lambda: s.RandomSelector(seed),
+        "bandit": lambda: s.UCBSelector(k, seed=seed),
+        "exp3": lambda: s.Exp3Selector(k, seed=seed),
+        "egreedy": lambda: s.EpsilonGreedySelector(k, seed=seed),
+    }
+    if spec in named:
+        return named[spec](), default.ops
+    if spec == "lm":
+        from pall_lns.demo import shipped_records
+        from pall_lns.lm import RECIPE, LMSelector, train_lm
+
+        _log("selector LM: fine-tuning on the shipped oracle states (cached after the first)")
+        path = train_lm(shipped_records("oracle-train.jsonl"), k, RECIPE, log=_log)
+        return LMSelector.load(path, k), default.ops
+    if Path(spec).is_dir():
+        from pall_lns.lm import LMSelector
+
+        return LMSelector.load(spec, k), default.ops
+    sel = s.LearnedSelector.load(spec)
     return sel, sel.ops
 
 
@@ -154,7 +174,7 @@ def _solve_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--selector",
         default="default",
-        help="default (shipped learned selector), random, bandit, or a selector JSON",
+        help=f"{SELECTORS}; or a selector JSON, or an LM folder from pall train-lm",
     )
     s.add_argument("--sync", action="store_true", help="select in-process (no async worker)")
     s.add_argument(
@@ -350,6 +370,43 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_lm_arguments(t: argparse.ArgumentParser) -> None:
+    t.add_argument("--data", type=Path, required=True, help="JSONL from pall oracle")
+    t.add_argument("--ensemble", type=Path, required=True, help="its ensemble (operator count)")
+    t.add_argument("--model", default=None, help="HF causal LM folder to fine-tune (default: "
+                   "the toy world's tiny Llama from its random init)")  # fmt: skip
+    t.add_argument("--steps", type=count("--steps"), default=None, help="training steps")
+    t.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    t.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    t.add_argument("--out", type=Path, required=True, help="folder for the fine-tuned model")
+
+
+@cli.command(
+    "train-lm",
+    "fine-tune the LM selector on oracle records with trl's SFTTrainer",
+    _train_lm_arguments,
+)
+def _train_lm(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from pall_lns.evolve import load_ensemble
+    from pall_lns.lm import RECIPE, train_lm
+    from pall_lns.oracle import load_records
+    from paperstack.contract import check_device, check_model
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PallError(f"--out {args.out}: exists and is not a directory")
+    device = check_device(args.device)
+    model = check_model(args.model)
+    ops, _ = load_ensemble(args.ensemble)
+    recipe = RECIPE if args.steps is None else dataclasses.replace(RECIPE, steps=args.steps)
+    recipe = dataclasses.replace(recipe, seed=args.seed)
+    path = train_lm(load_records(args.data), len(ops), recipe, base=model, out=args.out,
+                    device=device, log=_log)  # fmt: skip
+    print(f"{PROG}: wrote {path}")
+    return 0
+
+
 # ---------------------------------------------------------------------------- demo
 
 
@@ -371,7 +428,14 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=1, devices=("cpu",))
+@cli.demo(
+    arguments=_demo_arguments,
+    seeds=3,
+    quick_seeds=1,
+    model="a Hugging Face causal LM folder to fine-tune as the selector (default: the toy "
+    "world's tiny Llama)",
+    devices=("cpu", "cuda"),
+)
 def demo(run: Run) -> Report:
     """Equal-wall-time comparison of PALL, its selector baselines and the plain solvers."""
     from pall_lns.demo import demo_report
@@ -385,6 +449,19 @@ def demo(run: Run) -> Report:
 def _bench_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--size", default="xl", help="instance size (xl = 100k+ variables)")
     b.add_argument("--time-limit", type=seconds("--time-limit"), default=60.0)
+    b.add_argument(
+        "--compare",
+        action="store_true",
+        help="also compare PALL with SCIP, SCIP aggressive, HiGHS, random and bandit LNS on "
+        "--families at --size, one instance per seed",
+    )
+    b.add_argument("--families", default="setcover,auction,facility,indset")
+    b.add_argument(
+        "--compare-time",
+        type=seconds("--compare-time"),
+        default=None,
+        help="seconds per method in the comparison (default: --time-limit)",
+    )
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu",))
