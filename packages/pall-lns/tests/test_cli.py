@@ -344,6 +344,7 @@ def test_solve_with_each_bandit(smoke_dir, tmp_path, selector):
     assert sol.read_text().startswith("objective value:")
 
 
+@pytest.mark.slow
 def test_bench_compare_pairs_pall_with_every_baseline(tmp_path):
     out = tmp_path / "bench"
     argv = ["bench", "--quick", "--out", str(out), "--size", "smoke", "--compare"]

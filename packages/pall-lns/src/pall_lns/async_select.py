@@ -223,6 +223,7 @@ class AsyncSelector:
             return
         self._closed = True
         if keep and self.worker.alive() and self._key not in _IDLE:
+            _stop_idle()  # at most one idle worker (an LM worker holds its model in memory)
             _IDLE[self._key] = self.worker
         else:
             self.worker.stop()

@@ -342,14 +342,21 @@ def compare_report(run: Run, size: str, T: float) -> tuple[list[Any], list[Any],
         for f in families:
             paths.append(instance(f, size, seed, run.out / "instances"))
             seeds.append(seed)
+    from paperstack.records import JsonlWriter
+
     records = []
+    log = JsonlWriter(run.out / "compare-runs.jsonl", fsync=False)
     with run.progress(len(paths) * len(COMPARE_METHODS), "comparison runs") as bar:
         for path, seed in zip(paths, seeds, strict=True):
             for method in COMPARE_METHODS:
                 r = run_method(method, path, T, seed, selectors)
                 records.append(r)
                 run.log(f"{r.instance:24s} {method:16s} final {r.final} ({r.wall_s:.1f}s)")
+                log.write({"instance": r.instance, "method": method, "seed": seed,
+                           "final": r.final, "timeline": r.timeline, "wall_s": r.wall_s,
+                           **r.info})  # fmt: skip
                 bar.advance()
+    log.close()
     rows, extra = summarise(records, paths, T)
     claims = []
     for base in COMPARE_METHODS[1:]:

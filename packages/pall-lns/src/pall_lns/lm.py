@@ -29,6 +29,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -158,12 +159,15 @@ def _train_into(
 ) -> None:
     import torch
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     from paperstack import tiny
     from paperstack.progress import quiet_libraries
 
     quiet_libraries()
+    # trl's config sets a transformers argument that transformers 5 renames; not ours to fix.
+    warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
     examples = sft_examples(records)
     if base is not None:
         model, tokenizer = _load(base)
@@ -201,6 +205,8 @@ def _train_into(
                 train_dataset=Dataset.from_list(examples),
                 processing_class=tokenizer,
             )
+            # The losses go to trainer.state.log_history, not to stdout (kept for results).
+            trainer.remove_callback(PrinterCallback)
             out = trainer.train()
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
         model.save_pretrained(tmp)

@@ -92,7 +92,26 @@ class FixedSelector:
         return None
 
 
-class UCBSelector:
+class _MeanBandit:
+    """Per-operator reward counts and sums, and the rule every SCIP ALNS bandit starts with:
+    each operator is tried once before any is preferred."""
+
+    def __init__(self, n_ops: int, seed: int) -> None:
+        self.n = np.zeros(n_ops)
+        self.s = np.zeros(n_ops)
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(seed)
+
+    def untried(self) -> int | None:
+        idle = np.flatnonzero(self.n == 0)
+        return int(self.rng.choice(idle)) if idle.size else None
+
+    def update(self, ctx: Context, op: int, reward: float) -> None:
+        self.n[op] += 1
+        self.s[op] += reward
+
+
+class UCBSelector(_MeanBandit):
     """UCB1: ``argmax_o mean_o + c sqrt(2 ln t / n_o)``, every arm tried once first.
 
     Rewards are :func:`alns_reward` values (in [0, 1]), passed by the LNS loop as ``reward``.
@@ -101,26 +120,19 @@ class UCBSelector:
     name = "bandit"
 
     def __init__(self, n_ops: int, c: float = 0.3, seed: int = 0) -> None:
+        super().__init__(n_ops, seed)
         self.c = c
-        self.n = np.zeros(n_ops)
-        self.s = np.zeros(n_ops)
-        self.seed = int(seed)
-        self.rng = np.random.default_rng(seed)
 
     def select(self, ctx: Context) -> int:
-        untried = np.flatnonzero(self.n == 0)
-        if untried.size:
-            return int(self.rng.choice(untried))
+        first = self.untried()
+        if first is not None:
+            return first
         t = self.n.sum()
         ucb = self.s / self.n + self.c * np.sqrt(2.0 * math.log(t) / self.n)
         return int(np.argmax(ucb))
 
-    def update(self, ctx: Context, op: int, reward: float) -> None:
-        self.n[op] += 1
-        self.s[op] += reward
 
-
-class EpsilonGreedySelector:
+class EpsilonGreedySelector(_MeanBandit):
     """epsilon-greedy (one of SCIP ALNS's bandits, ``heur_alns.c``): with probability ``eps``
     a uniformly random operator, else the best running mean reward; untried ones first."""
 
@@ -129,23 +141,16 @@ class EpsilonGreedySelector:
     def __init__(self, n_ops: int, eps: float = 0.1, seed: int = 0) -> None:
         if not 0.0 <= eps <= 1.0:
             raise PallError(f"epsilon {eps}: must be in [0, 1]")
+        super().__init__(n_ops, seed)
         self.eps = eps
-        self.n = np.zeros(n_ops)
-        self.s = np.zeros(n_ops)
-        self.seed = int(seed)
-        self.rng = np.random.default_rng(seed)
 
     def select(self, ctx: Context) -> int:
-        untried = np.flatnonzero(self.n == 0)
-        if untried.size:
-            return int(self.rng.choice(untried))
+        first = self.untried()
+        if first is not None:
+            return first
         if self.rng.random() < self.eps:
             return int(self.rng.integers(0, self.n.size))
         return int(np.argmax(self.s / self.n))
-
-    def update(self, ctx: Context, op: int, reward: float) -> None:
-        self.n[op] += 1
-        self.s[op] += reward
 
 
 class Exp3Selector:
