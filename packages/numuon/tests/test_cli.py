@@ -11,13 +11,14 @@ from numuon.cli import main
 from paperstack.records import Claim, ResultsFormatError, load_results
 
 CLAIMS = {
+    "premise_muon_low_rank",
     "numuon_converges",
     "numuon_lower_stable_rank",
     "numuon_best_after_compression",
     "numuon_best_after_plain_svd",
 }
 #: The quick config cut to a few steps and one seed: the whole pipeline in seconds.
-TINY = ["--quick", "--steps", "4", "--seeds", "0", "--workers", "1"]
+TINY = ["--quick", "--steps", "4", "--seeds", "0,1", "--workers", "1", "--no-progress"]
 
 
 def test_help_lists_the_commands(capsys):
@@ -53,24 +54,29 @@ def test_demo_writes_the_rows_and_claims_the_issue_names(demo_out):
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
         )
-        assert again.held == claim.held
+        assert again.verdict == claim.verdict
+        assert claim.method in ("paired-t", "t")  # per-seed values, never two point estimates
+    results.row("init", "energy_kept", "reduce-60%")
     for system in ("adamw", "muon", "numuon"):
-        assert results.row(system, "val_loss").n == 1
+        row = results.row(system, "val_loss")
+        assert row.n == 2
+        assert set(row.seeds or {}) == {"0", "1"}
         results.row(system, "stable_rank")
+        results.row(system, "energy_kept", "reduce-60%")
         for pct in (20, 40, 60):
             results.row(system, "loss_after_whitened", f"reduce-{pct}%")
             results.row(system, "loss_after_svd", f"reduce-{pct}%")
     for fig in ("loss_curves.png", "spectra.png", "compression.png"):
         assert (demo_out / fig).stat().st_size > 0
     assert (demo_out / "report.md").read_text().startswith("# numuon")
-    assert len((demo_out / "runs.jsonl").read_text().splitlines()) == 3
+    assert len((demo_out / "runs.jsonl").read_text().splitlines()) == 6
 
 
 def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):
     data = json.loads((demo_out / "results.json").read_text())
-    for row in data["rows"]:
-        if row["system"] == "numuon/muon":
-            row["value"] = 1e6
+    claim = next(c for c in data["claims"] if c["id"] == "numuon_converges")
+    claim["verdict"] = "not_held" if claim["verdict"] == "held" else "held"
+    claim["held"] = claim["verdict"] == "held"
     (tmp_path / "results.json").write_text(json.dumps(data))
     with pytest.raises(ResultsFormatError, match="numuon_converges"):
         load_results(tmp_path / "results.json")
@@ -83,15 +89,24 @@ def test_demo_resume_reuses_finished_runs(demo_out, tmp_path):
     assert load_results(tmp_path).row("numuon", "val_loss").value == a
 
 
+def _one_line_error(capsys, argv: list[str]) -> str:
+    """Run ``argv``; assert exit status 2 and a single line on stderr; return it."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("numuon: error: ")
+    return err
+
+
 def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(SystemExit) as exc:
-        main(["demo", *TINY, "--out", str(blocker / "sub")])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
+    err = _one_line_error(capsys, ["demo", *TINY, "--out", str(blocker / "sub")])
     assert err.startswith("numuon: error: --out")
+    err = _one_line_error(capsys, ["demo", *TINY, "--out", str(blocker)])
+    assert "not a directory" in err
 
 
 @pytest.mark.parametrize(
@@ -101,15 +116,21 @@ def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
         (["--dataset", "/nonexistent/corpus.txt"], "--dataset /nonexistent/corpus.txt"),
         (["--device", "cuda:7"], "--device cuda:7"),
         (["--workers", "-1"], "--workers -1"),
+        (["--model", "/nonexistent/model"], "--model /nonexistent/model"),
     ],
 )
 def test_bad_demo_arguments_are_one_line_errors(tmp_path, capsys, extra, needle):
-    with pytest.raises(SystemExit) as exc:
-        main(["demo", *TINY, "--out", str(tmp_path), *extra])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
+    out = tmp_path / "out"
+    err = _one_line_error(capsys, ["demo", *TINY, "--out", str(out), *extra])
     assert needle in err
+    assert not out.exists()  # the folder a failed run created is removed again
+
+
+def test_dataset_that_is_a_directory_is_a_one_line_error(tmp_path, capsys):
+    err = _one_line_error(
+        capsys, ["demo", *TINY, "--out", str(tmp_path / "o"), "--dataset", str(tmp_path)]
+    )
+    assert "is a directory" in err
 
 
 def test_too_short_dataset_is_a_one_line_error(tmp_path, capsys):
@@ -124,37 +145,95 @@ def test_too_short_dataset_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_bench_writes_ratios_to_muon(tmp_path):
-    assert main(["bench", "--quick", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        main(["bench", "--quick", "--repeats", "2", "--no-progress", "--out", str(tmp_path)]) == 0
+    )
     results = load_results(tmp_path / "bench.json")
     assert results.row("muon", "step_time_vs_muon", "64x64").value == 1.0
     assert results.row("numuon", "step_time_vs_muon", "128x128").value > 0
     assert results.row("numuon", "step_time_vs_muon", "128x128@r=0.25").value > 0
 
 
-def test_compress_reports_loss_before_and_after_for_a_saved_model(tmp_path):
-    from numuon.toy import ModelShape, build_llama
-
-    from paperstack.tiny import build_tokenizer
-
-    tok = build_tokenizer()
-    build_llama(ModelShape(32, 64, 1, 2), tok, 32, seed=0).save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
-    text = tmp_path / "corpus.txt"
-    text.write_text("12+34=46\nWhat is the pet of Luku? frog\n" * 200)
+def test_compress_reports_loss_before_and_after_for_a_saved_model(tmp_path, saved_model):
+    model, text = saved_model
     out = tmp_path / "out"
-    args = ["compress", str(tmp_path / "m"), "--text", str(text), "--out", str(out)]
+    args = ["compress", str(model), "--text", str(text), "--out", str(out)]
     assert main([*args, "--seq-len", "32", "--reductions", "0.5"]) == 0
     results = load_results(out)
-    assert results.row("whitened", "loss", "reduce-50%").value > 0
+    whitened = results.row("whitened", "loss", "reduce-50%")
+    assert whitened.value > 0
+    assert whitened.items is not None  # per-sequence losses: paired with the original's
+    assert set(whitened.items) == set(results.row("original", "loss").items or {})
     assert results.row("original", "stable_rank").value > 1
 
 
 def test_compress_rejects_a_missing_model(tmp_path, capsys):
     text = tmp_path / "corpus.txt"
     text.write_text("abc\n" * 2000)
-    with pytest.raises(SystemExit) as exc:
-        main(["compress", str(tmp_path / "nope"), "--text", str(text), "--out", str(tmp_path)])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
+    err = _one_line_error(
+        capsys, ["compress", str(tmp_path / "nope"), "--text", str(text), "--out", str(tmp_path)]
+    )
     assert "nope" in err
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    """A micro Llama saved with its tokenizer, and a corpus for it."""
+    from numuon.toy import ModelShape, build_llama
+
+    from paperstack.tiny import build_tokenizer
+
+    root = tmp_path_factory.mktemp("saved")
+    tok = build_tokenizer()
+    build_llama(ModelShape(32, 64, 1, 2), tok, 32, seed=0).save_pretrained(root / "m")
+    tok.save_pretrained(root / "m")
+    text = root / "corpus.txt"
+    text.write_text("12+34=46\nWhat is the pet of Luku? frog\n" * 200)
+    return root / "m", text
+
+
+def test_compress_rejects_a_truncated_checkpoint(tmp_path, capsys, saved_model):
+    model, text = saved_model
+    broken = tmp_path / "broken"
+    shutil.copytree(model, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    out = tmp_path / "out"
+    err = _one_line_error(capsys, ["compress", str(broken), "--text", str(text), "--out", str(out)])
+    assert "model.safetensors" in err
+    assert "truncated" in err
+    assert not out.exists()
+
+
+def test_demo_rejects_a_truncated_checkpoint(tmp_path, capsys, saved_model):
+    model, _ = saved_model
+    broken = tmp_path / "broken"
+    shutil.copytree(model, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    err = _one_line_error(
+        capsys, ["demo", *TINY, "--out", str(tmp_path / "o"), "--model", str(broken)]
+    )
+    assert "model.safetensors" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--seq-len", "0"], "--seq-len 0: must be >= 1"),
+        (["--reductions", "0.5,1.2"], "1.2 is not a fraction"),
+        (["--reductions", "a,b"], "--reductions a,b"),
+    ],
+)
+def test_compress_bad_numbers_are_one_line_errors(tmp_path, capsys, saved_model, extra, needle):
+    model, text = saved_model
+    args = ["compress", str(model), "--text", str(text), "--out", str(tmp_path / "o"), *extra]
+    assert needle in _one_line_error(capsys, args)
+
+
+def test_compress_text_that_is_a_directory_is_a_one_line_error(tmp_path, capsys, saved_model):
+    model, _ = saved_model
+    err = _one_line_error(
+        capsys, ["compress", str(model), "--text", str(tmp_path), "--out", str(tmp_path / "o")]
+    )
+    assert "is a directory" in err
