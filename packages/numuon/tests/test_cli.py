@@ -13,10 +13,16 @@ from paperstack.records import Claim, ResultsFormatError, load_results
 CLAIMS = {
     "premise_muon_low_rank",
     "numuon_converges",
+    "numuon_converges_vs_torch_muon",
     "numuon_lower_stable_rank",
-    "numuon_best_after_compression",
-    "numuon_best_after_plain_svd",
+    "numuon_beats_polar_after_whitened_40",
+    "numuon_beats_polar_after_whitened_80",
+    "numuon_beats_polar_after_svd_60",
+    "numuon_best_after_whitened_60",
+    "front_numuon-c0.25",
+    "front_numuon-cos0.25",
 }
+SYSTEMS = ("adamw", "muon", "muon-polar", "numuon-c0.25", "numuon-cos0.25")
 #: The quick config cut to a few steps and one seed: the whole pipeline in seconds.
 TINY = ["--quick", "--steps", "4", "--seeds", "0,1", "--workers", "1", "--no-progress"]
 
@@ -50,6 +56,7 @@ def test_demo_writes_the_rows_and_claims_the_issue_names(demo_out):
     assert results.manifest.package == "numuon"
     assert results.manifest.version == __version__
     assert {c.id for c in results.claims} == CLAIMS
+    assert results.claims[0].id == "premise_muon_low_rank"  # the premise comes first
     for claim in results.claims:
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
@@ -57,19 +64,26 @@ def test_demo_writes_the_rows_and_claims_the_issue_names(demo_out):
         assert again.verdict == claim.verdict
         assert claim.method in ("paired-t", "t")  # per-seed values, never two point estimates
     results.row("init", "energy_kept", "reduce-60%")
-    for system in ("adamw", "muon", "numuon"):
+    for system in SYSTEMS:
         row = results.row(system, "val_loss")
         assert row.n == 2
         assert set(row.seeds or {}) == {"0", "1"}
         results.row(system, "stable_rank")
         results.row(system, "energy_kept", "reduce-60%")
-        for pct in (20, 40, 60):
+        for pct in (40, 60, 80):
             results.row(system, "loss_after_whitened", f"reduce-{pct}%")
             results.row(system, "loss_after_svd", f"reduce-{pct}%")
-    for fig in ("loss_curves.png", "spectra.png", "compression.png"):
+    for fig in ("loss_curves.png", "spectra.png", "compression.png", "pareto.png"):
         assert (demo_out / fig).stat().st_size > 0
-    assert (demo_out / "report.md").read_text().startswith("# numuon")
-    assert len((demo_out / "runs.jsonl").read_text().splitlines()) == 6
+    report = (demo_out / "report.md").read_text()
+    assert report.startswith("# numuon")
+    assert "chosen on validation seed 1000" in report
+    # 5 systems x 2 reported seeds, and the validation seed's muon-polar + 2 NuMuon settings
+    records = [json.loads(line) for line in (demo_out / "runs.jsonl").read_text().splitlines()]
+    assert len(records) == 13
+    assert sum(r["seed"] == 1000 for r in records) == 3
+    assert results.manifest.config["chosen"] in ("numuon-c0.25", "numuon-cos0.25")
+    assert all(r.seeds is None or "1000" not in r.seeds for r in results.rows)  # not reported
 
 
 def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):
@@ -82,11 +96,18 @@ def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):
         load_results(tmp_path / "results.json")
 
 
-def test_demo_resume_reuses_finished_runs(demo_out, tmp_path):
+def test_demo_resume_reuses_finished_runs(demo_out, tmp_path, capsys):
     shutil.copy(demo_out / "runs.jsonl", tmp_path / "runs.jsonl")
     assert main(["demo", *TINY, "--resume", "--out", str(tmp_path)]) == 0
-    a = load_results(demo_out).row("numuon", "val_loss").value
-    assert load_results(tmp_path).row("numuon", "val_loss").value == a
+    assert "13 runs (13 reused)" in capsys.readouterr().err
+    a = load_results(demo_out).row("numuon-c0.25", "val_loss").value
+    assert load_results(tmp_path).row("numuon-c0.25", "val_loss").value == a
+
+
+def test_validation_seed_cannot_be_reported(tmp_path, capsys):
+    argv = ["demo", "--quick", "--steps", "4", "--seeds", "0,1000", "--out", str(tmp_path / "o")]
+    err = _one_line_error(capsys, argv)
+    assert "validation seed" in err
 
 
 def _one_line_error(capsys, argv: list[str]) -> str:
