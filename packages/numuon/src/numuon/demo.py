@@ -468,7 +468,8 @@ def build_claims(
     claims.append(
         Claim.compare(
             "numuon_converges",
-            f"NuMuon ({n}, chosen on the validation seed) reaches a held-out loss within "
+            f"NuMuon ({n}, the setting chosen for the claims on an unreported seed) reaches a "
+            f"held-out loss within "
             f"{CONVERGENCE_RATIO - 1:.0%} of the exact-polar Muon control at equal steps "
             "(per-seed ratio; the interval of its mean <= 1.03)",
             rows,
@@ -801,7 +802,8 @@ def run_demo(run: Run) -> Report:
     validation = [r for r in results if r["seed"] == vseed]
     reported = [r for r in results if r["seed"] != vseed]
     chosen = choose_setting(cfg, validation)
-    run.log(f"NuMuon setting chosen on validation seed {vseed}: {chosen.name}")
+    how = f"chosen on validation seed {vseed}" if vseed is not None else "fixed in the config"
+    run.log(f"NuMuon setting for the claims ({how}): {chosen.name}")
     rows = build_rows(cfg, reported)
     rows, claims = build_claims(cfg, rows, chosen)
     figs = figures(cfg, reported, run.out)
@@ -817,7 +819,13 @@ def run_demo(run: Run) -> Report:
         rows,
         claims,
         title="numuon: demo" + (" (--quick)" if run.quick else ""),
-        intro=_intro(cfg, run.seeds, run.quick, chosen, chosen_on),
+        intro=_intro(cfg, run.seeds, run.quick, chosen, chosen_on)
+        + (
+            f" {len(done)} of the {len(jobs)} runs were reused from runs.jsonl (--resume); the "
+            "manifest's times are this invocation's."
+            if done
+            else ""
+        ),
         figures=figs,
         config={
             **config_dict(cfg),
