@@ -290,3 +290,13 @@ def test_compress_text_that_is_a_directory_is_a_one_line_error(tmp_path, capsys,
         capsys, ["compress", str(model), "--text", str(tmp_path), "--out", str(tmp_path / "o")]
     )
     assert "is a directory" in err
+
+
+@pytest.mark.parametrize(
+    ("sizes", "needle"), [("32y32", "'32y32' is not ROWSxCOLS"), ("1x8", "both sides >= 2")]
+)
+def test_bench_bad_sizes_are_one_line_errors(tmp_path, capsys, sizes, needle):
+    out = tmp_path / "o"
+    err = _one_line_error(capsys, ["bench", "--sizes", sizes, "--out", str(out)])
+    assert needle in err
+    assert not out.exists()
