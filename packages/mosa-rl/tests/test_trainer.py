@@ -285,3 +285,21 @@ def test_plain_grpo_is_not_refused_under_fsdp(tmp_path, setup, monkeypatch):
     trainer = MOSATrainer(model, _length_reward, _config(tmp_path, mosa_beta=0.0),
                           train_dataset=data, processing_class=tok)  # fmt: skip
     assert trainer.mosa_beta == 0.0
+
+
+@pytest.mark.gpu
+def test_bf16_with_fp32_head_on_cuda(tmp_path, setup):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    model, tok, data = setup
+    trainer = MOSATrainer(
+        model.to(torch.bfloat16),
+        _length_reward,
+        _config(tmp_path, bf16=True, cast_lm_head_to_fp32=True, use_cpu=False),
+        train_dataset=data,
+        processing_class=tok,
+    )
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "mosa/kl" in h]
+    assert len(logs) == 2
+    assert all(math.isfinite(h["mosa/kl"]) for h in logs)

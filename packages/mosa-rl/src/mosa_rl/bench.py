@@ -39,22 +39,73 @@ def _saved_bytes() -> tuple[Any, list[int]]:
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), total
 
 
+#: Model shapes for the step benchmark. ``qwen2.5-0.5b`` is Qwen2.5-0.5B's architecture with
+#: random weights (no download): its 151,936-token vocabulary is where the profile's top-K
+#: over the full head costs what it costs on a real model. The tiny tokenizer still drives
+#: it; sampled ids beyond its 103 characters decode to nothing, which is fine for timing.
+SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2.5-0.5b": {
+        "vocab_size": 151_936,
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 2048,
+        "tie_word_embeddings": True,
+    },
+}
+
+
+def _bench_model(shape: str, tokenizer: Any, seed: int) -> Any:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from paperstack import tiny
+
+    if shape in tiny.PRESETS:
+        return tiny.build_model(shape, tokenizer, seed)
+    if shape not in SHAPES:
+        known = ", ".join([*tiny.PRESETS, *SHAPES])
+        raise MosaError(f"--shape {shape}: unknown; known: {known}")
+    config = Qwen2Config(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **SHAPES[shape],
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
 def step_cost(
-    beta: float, mosa_beta: float, steps: int, seed: int, device: str, quick: bool
+    beta: float,
+    mosa_beta: float,
+    steps: int,
+    seed: int,
+    device: str,
+    quick: bool,
+    shape: str | None = None,
 ) -> dict[str, Any]:
     """Per-step times (s, the warm-up step dropped), saved-activation bytes per loss and (CUDA)
-    peak memory."""
+    peak memory. ``shape``: a tiny preset or a :data:`SHAPES` entry (default: micro with
+    ``quick``, else tiny); the large shapes train in bf16 with the head in fp32."""
     import torch
     from transformers.trainer_callback import PrinterCallback
 
     from mosa_rl.trainer import MOSAConfig, MOSATrainer
     from paperstack import tasks, tiny
 
-    preset = "micro" if quick else "tiny"
+    preset = shape or ("micro" if quick else "tiny")
+    large = preset in SHAPES
     tokenizer = tiny.build_tokenizer()
     task = tasks.get("countdown")
     with tempfile.TemporaryDirectory(prefix="mosa-bench-") as tmp:
-        base = tiny.build_model(preset, tokenizer, seed)
+        base = _bench_model(preset, tokenizer, seed)
         base.save_pretrained(tmp + "/base")
         tokenizer.save_pretrained(tmp + "/base")
         loaded: tuple[Any, Any] = tiny.load(tmp + "/base")
@@ -63,16 +114,17 @@ def step_cost(
         data = task.to_dataset(task.generate(8 * (steps + 1), seed=seed), conversational=True)
         args = MOSAConfig(
             output_dir=tmp + "/out",
-            per_device_train_batch_size=32,
+            per_device_train_batch_size=64 if large else 32,
             num_generations=8,
-            max_completion_length=16,
+            max_completion_length=128 if large else 16,
             max_steps=steps + 1,
-            learning_rate=1e-4,
+            learning_rate=1e-6 if large else 1e-4,
             beta=beta,
             mosa_beta=mosa_beta,
-            mosa_top_k=8,
+            mosa_top_k=32 if large else 8,
             seed=seed,
-            bf16=False,
+            bf16=large,
+            cast_lm_head_to_fp32=large,
             activation_checkpointing=False,
             use_cpu=device == "cpu",
             report_to="none",
@@ -145,7 +197,11 @@ def profile_cost(
 
 
 def run_bench(
-    seed: int = 0, steps: int = 4, device: str = "cpu", quick: bool = False
+    seed: int = 0,
+    steps: int = 4,
+    device: str = "cpu",
+    quick: bool = False,
+    shape: str | None = None,
 ) -> tuple[list[Any], str, dict[str, Any]]:
     """Both measurements as rows (ratios), a one-line summary and the config.
 
@@ -163,10 +219,11 @@ def run_bench(
     )
     ks = (1, 4, 16) if quick else (1, 4, 16, 64)
     repeats = 3 if quick else 10
-    config = {"steps": steps, "profile_shapes": shapes, "ks": ks, "repeats": repeats}
-    token_kl = step_cost(0.04, 0.0, steps, seed, device, quick)
-    mosa = step_cost(0.0, 1.0, steps, seed, device, quick)
-    both = step_cost(0.04, 1.0, steps, seed, device, quick)
+    config = {"steps": steps, "shape": shape, "profile_shapes": shapes, "ks": ks,
+              "repeats": repeats}  # fmt: skip
+    token_kl = step_cost(0.04, 0.0, steps, seed, device, quick, shape)
+    mosa = step_cost(0.0, 1.0, steps, seed, device, quick, shape)
+    both = step_cost(0.04, 1.0, steps, seed, device, quick, shape)
     rows: list[Row] = []
 
     def ratio_row(system: str, metric: str, num: list[float], den: list[float]) -> Row:

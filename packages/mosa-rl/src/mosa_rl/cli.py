@@ -168,6 +168,12 @@ def demo(run: Run) -> Report:
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=_positive_int, default=4, help="GRPO steps timed per system")
+    p.add_argument(
+        "--shape",
+        default=None,
+        help="model for the step timing: a tiny preset (default tiny; micro with --quick) or "
+        "qwen2.5-0.5b (random weights, bf16, 151,936-token vocabulary: for a GPU)",
+    )
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu", "cuda"))
@@ -176,8 +182,9 @@ def bench(run: Run) -> Report:
     from mosa_rl.bench import run_bench
 
     rows, summary, config = run_bench(
-        seed=run.seed, steps=run.args.steps, device=run.device, quick=run.quick
-    )
+        seed=run.seed, steps=run.args.steps, device=run.device, quick=run.quick,
+        shape=run.args.shape,
+    )  # fmt: skip
     return Report(rows, summary=summary, config=config, title=f"mosa-rl {__version__}: bench")
 
 
