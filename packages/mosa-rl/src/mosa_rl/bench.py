@@ -76,7 +76,8 @@ def _bench_model(shape: str, tokenizer: Any, seed: int) -> Any:
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+        model: Any = Qwen2ForCausalLM(config)
+        model = model.to(torch.bfloat16)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
