@@ -11,8 +11,9 @@ from pathlib import Path
 
 import mosa_rl.trainer as trainer_module
 import torch
-from mosa_rl import MOSAConfig, MOSATrainer
+from mosa_rl import MOSATrainer
 from mosa_rl.loss import pooled_profile
+from test_trainer import _config  # this script's folder is on sys.path
 
 from paperstack import tasks, tiny
 
@@ -42,25 +43,8 @@ def main(out: Path) -> None:
     def reward(completions, **_):
         return [-float(len(str(c))) for c in completions]
 
-    args = MOSAConfig(
-        output_dir=str(out / "trainer"),
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=6,
-        max_steps=2,
-        learning_rate=3e-3,
-        bf16=False,
-        activation_checkpointing=False,
-        use_cpu=True,
-        report_to="none",
-        logging_steps=1,
-        save_strategy="no",
-        disable_tqdm=True,
-        mosa_beta=1.0,
-        mosa_top_k=4,
-        seed=0,
-        ddp_backend="gloo",
-    )
+    # the unit tests' trainer config; per-device batch 4 (x 2 ranks = one group of 4 per rank)
+    args = _config(out, per_device_train_batch_size=4, ddp_backend="gloo")
     trainer = MOSATrainer(model, reward, args, train_dataset=data, processing_class=tok)
     trainer.train()
     rank = trainer.accelerator.process_index
