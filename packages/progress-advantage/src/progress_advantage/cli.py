@@ -21,7 +21,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from paperstack.contract import ContractCLI, Report, Run, check_device
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    check_device,
+    positive_float,
+    positive_int,
+)
 from paperstack.errors import PaperstackError
 from progress_advantage import __version__
 from progress_advantage.aggregate import STEP_AGGREGATIONS, TRAJECTORY_AGGREGATIONS
@@ -29,26 +36,6 @@ from progress_advantage.errors import ProgressAdvantageError
 
 PROG = "progress-advantage"
 cli = ContractCLI(PROG, "progress-advantage", __version__, __doc__)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _beta(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"the KL coefficient must be > 0, got {text}")
-    return value
 
 
 # ----------------------------------------------------------------------------- demo and bench
@@ -75,14 +62,16 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", required=True, help="reference model folder (SFT'd)")
     p.add_argument("--out", type=Path, required=True, help="folder for the trained policy")
     p.add_argument("--task", default="arithmetic", help="paperstack task whose verifier rewards")
-    p.add_argument("--beta", type=_beta, default=d.beta, help="KL coefficient (in the reward)")
-    p.add_argument("--lr", type=_beta, default=d.learning_rate, help="learning rate")
-    p.add_argument("--prompts-per-step", type=_positive, default=d.prompts_per_step)
-    p.add_argument("--num-generations", type=_positive, default=d.num_generations)
-    p.add_argument("--min-steps", type=_positive, default=d.min_steps)
-    p.add_argument("--max-steps", type=_positive, default=d.max_steps)
-    p.add_argument("--window", type=_positive, default=d.window, help="plateau window (steps)")
-    p.add_argument("--train-prompts", type=_positive, default=d.train_prompts)
+    p.add_argument(
+        "--beta", type=positive_float, default=d.beta, help="KL coefficient (in the reward)"
+    )
+    p.add_argument("--lr", type=positive_float, default=d.learning_rate, help="learning rate")
+    p.add_argument("--prompts-per-step", type=positive_int, default=d.prompts_per_step)
+    p.add_argument("--num-generations", type=positive_int, default=d.num_generations)
+    p.add_argument("--min-steps", type=positive_int, default=d.min_steps)
+    p.add_argument("--max-steps", type=positive_int, default=d.max_steps)
+    p.add_argument("--window", type=positive_int, default=d.window, help="plateau window (steps)")
+    p.add_argument("--train-prompts", type=positive_int, default=d.train_prompts)
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -148,9 +137,9 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         help="model shape (random weights): a paperstack.tiny preset (tiny, micro) or 0.5b "
         "(Qwen2-0.5B's shape, for a GPU)",
     )
-    p.add_argument("--trajectories", type=_positive, default=128, help="trajectories scored")
-    p.add_argument("--repeats", type=_positive, default=5, help="timed repeats (paired)")
-    p.add_argument("--steps", type=_positive, default=6, help="solution lines per trajectory")
+    p.add_argument("--trajectories", type=positive_int, default=128, help="trajectories scored")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (paired)")
+    p.add_argument("--steps", type=positive_int, default=6, help="solution lines per trajectory")
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu", "cuda"))
@@ -214,10 +203,10 @@ def _score_arguments(p: argparse.ArgumentParser) -> None:
     _models(p)
     p.add_argument("--in", dest="inp", type=Path, required=True, help="trajectories JSONL")
     p.add_argument("--out", type=Path, required=True, help="scored trajectories JSONL")
-    p.add_argument("--beta", type=_beta, default=1.0, help="the policy's KL coefficient")
+    p.add_argument("--beta", type=positive_float, default=1.0, help="the policy's KL coefficient")
     p.add_argument("--step-agg", choices=STEP_AGGREGATIONS, default="sum")
     p.add_argument("--traj-agg", choices=TRAJECTORY_AGGREGATIONS, default="sum")
-    p.add_argument("--batch-size", type=_positive, default=16)
+    p.add_argument("--batch-size", type=positive_int, default=16)
 
 
 @cli.command("score", "step scores of JSONL trajectories", _score_arguments)
@@ -379,10 +368,10 @@ def _beam_arguments(p: argparse.ArgumentParser) -> None:
     _models(p)
     p.add_argument("--prompts", type=Path, required=True, help="text file, one prompt a line")
     p.add_argument("--out", type=Path, required=True, help="trajectories JSONL")
-    p.add_argument("--beam-width", type=_positive, default=2)
-    p.add_argument("--expansions", type=_positive, default=4)
-    p.add_argument("--max-steps", type=_positive, default=8)
-    p.add_argument("--beta", type=_beta, default=1.0)
+    p.add_argument("--beam-width", type=positive_int, default=2)
+    p.add_argument("--expansions", type=positive_int, default=4)
+    p.add_argument("--max-steps", type=positive_int, default=8)
+    p.add_argument("--beta", type=positive_float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
 
 
