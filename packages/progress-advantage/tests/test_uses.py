@@ -148,9 +148,16 @@ def test_rows_and_claims_follow_the_declared_design():
     assert ids["pa_bon_beats_confidence_b01"].method == "paired-bootstrap"
     assert ids["pa_auroc_beats_confidence_b01"].verdict == "held"  # +0.20, 0.21, 0.22
     assert ids["pa_attribution_beats_positional_b01"].verdict == "held"
-    # beta 0.5: Spearman(PA, MC) 0.3 < 0.5, so its four claims are listed, not judged
+    # beta 0.5: Spearman(PA, MC) 0.3 < 0.5, so its four claims are listed, not judged: they
+    # stay in the count as inconclusive, compared on a row whose interval is withheld
     assert ids["mc_agreement_b05"].verdict == "not_held"
-    assert "pa_bon_beats_confidence_b05" not in ids
+    gated = [c for c in claims if c.id.endswith("_b05") and c.id.startswith("pa_")]
+    assert len(gated) == 4
+    assert all(c.verdict == "inconclusive" and "NOT EVALUATED" in c.statement for c in gated)
+    assert by["progress-advantage", "bon_accuracy", "lm-b0.5"].ci95 is not None
+    withheld = [r for r in rows if r.system.endswith("(not evaluated)")]
+    assert {r.split for r in withheld} == {"lm-b0.5"}
+    assert all(r.ci95 is None for r in withheld)
     assert len(skipped) == 4
     assert all("0.310 < 0.5" in line for line in skipped)
     assert {"pa_matches_exact_advantage_random", "premise_mdp_converged_confident_wrong"} <= set(

@@ -41,7 +41,30 @@ cli = ContractCLI(PROG, "progress-advantage", __version__, __doc__)
 # ----------------------------------------------------------------------------- demo and bench
 
 
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lm-preset",
+        choices=("tiny", "micro"),
+        default=None,
+        help="paperstack.tiny preset of the toy reference (default tiny; micro trains ~12x "
+        "faster on a CPU)",
+    )
+    p.add_argument(
+        "--lm-seeds",
+        type=positive_int,
+        default=None,
+        help="seeds of the language-model arm (the first of --seeds; default 3, --quick 1)",
+    )
+    p.add_argument(
+        "--rl-max-steps",
+        type=positive_int,
+        default=None,
+        help="cap on RLOO steps per policy (default 60; the plateau rule may stop earlier)",
+    )
+
+
 @cli.demo(
+    arguments=_demo_arguments,
     seeds=5,
     quick_seeds=2,
     model="reference model (a local folder or hub id, with a chat template) for the language "

@@ -54,6 +54,8 @@ BOUNDS = {"spearman": (-1.0, 1.0), "auroc": (0.0, 1.0), "accuracy": (0.0, 1.0)}
 #: The gate on the LM claims of a beta: mean Spearman(PA, MC soft advantage) over seeds.
 MC_GATE = 0.5
 HEADROOM = 0.75
+#: Suffix of a row whose interval is withheld because the MC gate of its beta failed.
+NOT_EVALUATED = "(not evaluated)"
 
 
 @dataclass(frozen=True)
@@ -288,6 +290,7 @@ def build_rows(
                 [b.val for _, b in b_outs],
                 CONFIDENCE,
             )
+    _withheld(rows, betas)
     return rows, chosen
 
 
@@ -312,6 +315,39 @@ def _compare(
     needed = [lhs] + ([rhs] if isinstance(rhs, tuple) else [])
     if all(_have(rows, *key) for key in needed):
         claims.append(Claim.compare(cid, text, rows, lhs, op, rhs, margin))
+
+
+def _withheld(rows: list[Row], betas: Sequence[float]) -> None:
+    """For each beta whose agreement gate failed, a copy of each left-hand row of its gated
+    claims with the interval withheld (``(not evaluated)`` in the name, why in the unit): the
+    claim is kept in the count, and the core's judge can only call it inconclusive."""
+    for beta in betas:
+        sp = f"lm-b{beta:g}"
+        agreement = next(
+            (r for r in rows if (r.system, r.metric, r.split) == (PA, "spearman_vs_mc", sp)), None
+        )
+        if agreement is None or agreement.value >= MC_GATE:
+            continue
+        why = f"Spearman(PA, MC soft advantage) = {agreement.value:.3f} < {MC_GATE}"
+        for system, metric in (
+            (PA, "bon_accuracy"),
+            (PA, "auroc"),
+            (PA_ATTR, "attribution_accuracy"),
+        ):
+            source = next(
+                (r for r in rows if (r.system, r.metric, r.split) == (system, metric, sp)), None
+            )
+            if source is not None:
+                rows.append(
+                    Row(
+                        system=f"{system} {NOT_EVALUATED}",
+                        metric=metric,
+                        value=source.value,
+                        split=sp,
+                        n=source.n,
+                        unit=f"interval withheld: {why}",
+                    )
+                )
 
 
 def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Claim], list[str]]:
@@ -452,10 +488,21 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
         if agreement is None:
             continue
         if agreement.value < MC_GATE:
-            for cid, _, _, _ in gated:
-                skipped.append(
-                    f"`{cid}`: inconclusive, not evaluated: Spearman(PA, MC soft advantage) = "
-                    f"{agreement.value:.3f} < {MC_GATE} at beta {beta:g}"
+            why = (
+                f"Spearman(PA, MC soft advantage) = {agreement.value:.3f} < {MC_GATE} at beta "
+                f"{beta:g}"
+            )
+            for cid, text, lhs, rhs in gated:
+                skipped.append(f"`{cid}`: inconclusive, not evaluated: {why}")
+                _compare(
+                    claims,
+                    rows,
+                    cid,
+                    f"arithmetic, beta {beta:g}: {text} (NOT EVALUATED: {why}; inconclusive by "
+                    "design)",
+                    (f"{lhs[0]} {NOT_EVALUATED}", *lhs[1:]),
+                    "gt",
+                    rhs,
                 )
             continue
         for cid, text, lhs, rhs in gated:
@@ -476,6 +523,7 @@ def run_demo(run: Run) -> Report:
     config = DemoConfig.quick() if run.quick else DemoConfig()
     if run.model is not None:
         config = replace(config, lm=replace(config.lm, model=run.model))
+    config = _sized(config, run.args)
     # One thread: the toy models' matmuls are too small for two threads to pay off, and on a
     # busy machine a descheduled second thread stalls the first.
     torch.set_num_threads(1)
@@ -531,6 +579,23 @@ def run_demo(run: Run) -> Report:
         summary=summary,
         config={"demo": _jsonable(asdict(config)), "chosen_baselines": chosen},
     )
+
+
+def _sized(config: DemoConfig, args: Any) -> DemoConfig:
+    """Apply ``--lm-preset``, ``--lm-seeds`` and ``--rl-max-steps`` (a smaller budget for a busy
+    machine; the report's intro and config say what ran)."""
+    preset = getattr(args, "lm_preset", None)
+    if preset is not None:
+        config = replace(config, lm=replace(config.lm, preset=preset))
+    lm_seeds = getattr(args, "lm_seeds", None)
+    if lm_seeds is not None:
+        config = replace(config, lm_seeds=lm_seeds)
+    cap = getattr(args, "rl_max_steps", None)
+    if cap is not None:
+        rl = config.lm.rl
+        rl = replace(rl, max_steps=cap, min_steps=min(rl.min_steps, cap))
+        config = replace(config, lm=replace(config.lm, rl=rl))
+    return config
 
 
 def _intro(
