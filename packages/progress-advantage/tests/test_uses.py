@@ -163,3 +163,18 @@ def test_rows_and_claims_follow_the_declared_design():
     assert {"pa_matches_exact_advantage_random", "premise_mdp_converged_confident_wrong"} <= set(
         ids
     )
+
+
+def test_demo_budget_flags_resize_only_what_they_name():
+    from argparse import Namespace
+
+    from progress_advantage.demo import DemoConfig, _sized
+
+    full = DemoConfig()
+    same = _sized(full, Namespace(lm_preset=None, sft_steps=None, lm_seeds=None, rl_max_steps=None))
+    assert same == full
+    small = _sized(full, Namespace(lm_preset="micro", sft_steps=300, lm_seeds=2, rl_max_steps=10))
+    assert (small.lm.preset, small.lm.sft_steps, small.lm_seeds) == ("micro", 300, 2)
+    assert (small.lm.rl.max_steps, small.lm.rl.min_steps) == (10, 10)  # min never above the cap
+    assert small.lm.rl.beta == full.lm.rl.beta
+    assert small.mdp == full.mdp

@@ -50,6 +50,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "faster on a CPU)",
     )
     p.add_argument(
+        "--sft-steps",
+        type=positive_int,
+        default=None,
+        help="SFT steps of the toy reference on the flawed teacher (default 1200)",
+    )
+    p.add_argument(
         "--lm-seeds",
         type=positive_int,
         default=None,

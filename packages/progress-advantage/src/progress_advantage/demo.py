@@ -582,11 +582,14 @@ def run_demo(run: Run) -> Report:
 
 
 def _sized(config: DemoConfig, args: Any) -> DemoConfig:
-    """Apply ``--lm-preset``, ``--lm-seeds`` and ``--rl-max-steps`` (a smaller budget for a busy
-    machine; the report's intro and config say what ran)."""
+    """Apply ``--lm-preset``, ``--sft-steps``, ``--lm-seeds`` and ``--rl-max-steps`` (a smaller
+    budget for a busy machine; the report's intro and config say what ran)."""
     preset = getattr(args, "lm_preset", None)
     if preset is not None:
         config = replace(config, lm=replace(config.lm, preset=preset))
+    sft_steps = getattr(args, "sft_steps", None)
+    if sft_steps is not None:
+        config = replace(config, lm=replace(config.lm, sft_steps=sft_steps))
     lm_seeds = getattr(args, "lm_seeds", None)
     if lm_seeds is not None:
         config = replace(config, lm_seeds=lm_seeds)
