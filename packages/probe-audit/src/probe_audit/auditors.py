@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from paperstack.llm import CostLedger
-
 from probe_audit.errors import ProbeError
 from probe_audit.game import AuditorView
 
@@ -101,7 +100,9 @@ class ModelAuditor:
     # ------------------------------------------------------------------ rendering
 
     def _render(self, messages: list[dict[str, str]], generation: bool) -> str:
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=generation
+        )
         return str(text)
 
     def _ids(self, text: str) -> list[int]:

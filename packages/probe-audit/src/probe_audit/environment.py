@@ -43,7 +43,12 @@ __all__ = [
 TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
 #: JSON argument types a tool may declare, and the Python types a value of each may arrive as.
-_TYPES: dict[type, tuple[type, ...]] = {str: (str,), float: (int, float), int: (int,), bool: (bool,)}
+_TYPES: dict[type, tuple[type, ...]] = {
+    str: (str,),
+    float: (int, float),
+    int: (int,),
+    bool: (bool,),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +124,9 @@ class Scenario:
         ``retail refund | knows email,zip,order,amount | not - | hurried``."""
         knows = ",".join(sorted(self.known_info)) or "-"
         unknown = ",".join(sorted(self.unknown_info)) or "-"
-        return f"{self.domain} {self.reason_for_call} | knows {knows} | not {unknown} | {self.persona}"
+        return (
+            f"{self.domain} {self.reason_for_call} | knows {knows} | not {unknown} | {self.persona}"
+        )
 
     def instructions(self) -> str:
         """The brief in words, for an instruction-following auditor model."""

@@ -23,8 +23,13 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from paperstack.records import JsonlWriter
-
-from probe_audit.environment import Domain, Scenario, execute_tool, format_tool_call, parse_tool_call
+from probe_audit.environment import (
+    Domain,
+    Scenario,
+    execute_tool,
+    format_tool_call,
+    parse_tool_call,
+)
 from probe_audit.errors import ProbeError, TargetError
 
 __all__ = [
@@ -34,8 +39,8 @@ __all__ = [
     "EpisodeLedger",
     "Event",
     "GameConfig",
-    "auditor_view",
     "Target",
+    "auditor_view",
     "play",
     "target_messages",
 ]
@@ -255,7 +260,9 @@ def play(
     ends (e.g. to fill ``violations`` and ``reward``), then ``on_episode`` (e.g. a ledger).
     """
     cfg = config or GameConfig()
-    ids = list(episode_ids) if episode_ids is not None else [f"ep{i}" for i in range(len(scenarios))]
+    ids = (
+        list(episode_ids) if episode_ids is not None else [f"ep{i}" for i in range(len(scenarios))]
+    )
     if len(ids) != len(scenarios):
         raise ProbeError(f"{len(ids)} episode ids for {len(scenarios)} scenarios")
     # One read-only copy of the starting database is shared by every episode's ``db_before``;
@@ -284,7 +291,9 @@ def play(
             break
         texts = auditor.turns([auditor_view(ep) for ep in active])
         if len(texts) != len(active):
-            raise ProbeError(f"auditor {auditor.name}: {len(texts)} turns for {len(active)} episodes")
+            raise ProbeError(
+                f"auditor {auditor.name}: {len(texts)} turns for {len(active)} episodes"
+            )
         talking = []
         for ep, raw in zip(active, texts, strict=True):
             ep.auditor_calls += 1
@@ -310,14 +319,23 @@ def play(
                 ep.target_calls += 1
                 text = str(answer)
                 try:
-                    call = parse_tool_call(text, where=f"target {target.name}, {ep.id}, turn {turn}")
+                    call = parse_tool_call(
+                        text, where=f"target {target.name}, {ep.id}, turn {turn}"
+                    )
                 except TargetError as exc:
                     if cfg.on_target_error == "raise":
                         raise
                     ep.target_errors += 1
                     calls += 1
                     ep.events.append(
-                        Event("tool", turn, raw=text, call_id=f"c{calls}", result={"error": str(exc)}, ok=False)
+                        Event(
+                            "tool",
+                            turn,
+                            raw=text,
+                            call_id=f"c{calls}",
+                            result={"error": str(exc)},
+                            ok=False,
+                        )
                     )
                     still.append(ep)
                     continue

@@ -22,10 +22,9 @@ import re
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from paperstack.llm import CostLedger, RuleAgent
-
 from probe_audit.environment import format_tool_call, parse_tool_call
 from probe_audit.errors import ProbeError, TargetError
 
@@ -101,16 +100,20 @@ class RuleTarget(RuleAgent):
     the check actually let a forbidden change through?); it never changes what the target says.
     """
 
-    ENTITIES: dict[str, re.Pattern[str]] = {}
-    INTENTS: dict[str, re.Pattern[str]] = {}
-    TRIGGERS: dict[str, re.Pattern[str]] = {}
+    ENTITIES: ClassVar[dict[str, re.Pattern[str]]] = {}
+    INTENTS: ClassVar[dict[str, re.Pattern[str]]] = {}
+    TRIGGERS: ClassVar[dict[str, re.Pattern[str]]] = {}
     BUGS: tuple[PlantedBug, ...] = ()
     AUTH_TOOL = ""
     WRITE_TOOLS: frozenset[str] = frozenset()
     TRANSFER_TOOL = "transfer_to_human"
 
     def __init__(
-        self, bugs: Collection[str] | None = None, *, name: str | None = None, oracle: Mapping[str, Any] | None = None
+        self,
+        bugs: Collection[str] | None = None,
+        *,
+        name: str | None = None,
+        oracle: Mapping[str, Any] | None = None,
     ) -> None:
         known = {b.id for b in self.BUGS}
         chosen = set(known if bugs is None else bugs)
@@ -121,7 +124,9 @@ class RuleTarget(RuleAgent):
                 + ", ".join(sorted(known))
             )
         self.bugs = frozenset(chosen)
-        suffix = "bugfree" if not chosen else "+".join(sorted(chosen)) if bugs is not None else "planted"
+        suffix = (
+            "bugfree" if not chosen else "+".join(sorted(chosen)) if bugs is not None else "planted"
+        )
         super().__init__(seed=0, name=name or f"{type(self).__name__}[{suffix}]")
         self.oracle = oracle
 
@@ -147,7 +152,9 @@ class RuleTarget(RuleAgent):
                 for name, pattern in self.TRIGGERS.items():
                     if pattern.search(content):
                         s.triggers.add(name)
-                hits = [(mm.start(), k) for k, p in self.INTENTS.items() if (mm := p.search(content))]
+                hits = [
+                    (mm.start(), k) for k, p in self.INTENTS.items() if (mm := p.search(content))
+                ]
                 if hits:
                     s.intent, s.intent_done = min(hits)[1], False
             elif role == "assistant":
@@ -187,9 +194,9 @@ class RuleTarget(RuleAgent):
         """The answer to ``messages`` and the planted bugs that shaped it."""
         s = self.read(messages)
         text = s.last_user
-        if self.TRIGGERS.get("transfer") and self.TRIGGERS["transfer"].search(text):
-            if s.called(self.TRANSFER_TOOL) is None:
-                return self.call(self.TRANSFER_TOOL, reason="the user asked for a human")
+        transfer = self.TRIGGERS.get("transfer")
+        if transfer is not None and transfer.search(text) and s.called(self.TRANSFER_TOOL) is None:
+            return self.call(self.TRANSFER_TOOL, reason="the user asked for a human")
         if self.TRIGGERS.get("injection") and self.TRIGGERS["injection"].search(text):
             return Decision("Sorry, I can't do that.")
         return self.plan(s)
@@ -224,7 +231,13 @@ class RuleTarget(RuleAgent):
                 for bug in sorted(decision.fired):
                     b = by_id[bug]
                     out.append(
-                        {"bug": b.id, "rule_id": b.rule_id, "category": b.category, "turn": ev.turn, "call_id": ev.call_id}
+                        {
+                            "bug": b.id,
+                            "rule_id": b.rule_id,
+                            "category": b.category,
+                            "turn": ev.turn,
+                            "call_id": ev.call_id,
+                        }
                     )
         finally:
             self.oracle = oracle
@@ -310,7 +323,9 @@ class ChatTarget:
 class CallableTarget:
     """A Python function ``f(messages) -> str`` as a target (one call per conversation)."""
 
-    def __init__(self, func: Callable[[list[dict[str, Any]]], str], name: str | None = None) -> None:
+    def __init__(
+        self, func: Callable[[list[dict[str, Any]]], str], name: str | None = None
+    ) -> None:
         if not callable(func):
             raise ProbeError(f"CallableTarget needs a function, got {type(func).__name__}")
         self.func = func

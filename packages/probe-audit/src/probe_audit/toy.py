@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from paperstack.tasks import Example, Task, completion_text
-
 from probe_audit.errors import ProbeError
 
 __all__ = [
@@ -82,9 +81,17 @@ def history_prompt(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str
     its chat rendering with the template's own opening and closing cut off (the special tokens
     inside are still single tokens, since the tokenizer matches them in text).
     """
-    full = str(tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False, add_generation_prompt=True))
+    full = str(
+        tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+        )
+    )
     probe = "\x00"
-    shell = str(tokenizer.apply_chat_template([{"role": "user", "content": probe}], tokenize=False, add_generation_prompt=True))
+    shell = str(
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": probe}], tokenize=False, add_generation_prompt=True
+        )
+    )
     head, tail = shell.split(probe)
     if not (full.startswith(head) and full.endswith(tail)):
         raise ProbeError("the chat template cannot render a history as one user message")
@@ -95,7 +102,12 @@ def _dialogues(auditor_kind: str, planted: bool, n: int, seed: int, split: str) 
     """``n`` episodes per domain of ``auditor_kind`` users against the rule agents."""
     from probe_audit import domains
     from probe_audit.game import GameConfig, play
-    from probe_audit.strategies import STRATEGIES, RandomTemplateAuditor, RealisticUser, ScriptedAuditor
+    from probe_audit.strategies import (
+        STRATEGIES,
+        RandomTemplateAuditor,
+        RealisticUser,
+        ScriptedAuditor,
+    )
 
     offset = 0 if split == "train" else 500_000
     episodes = []
@@ -114,7 +126,9 @@ def _dialogues(auditor_kind: str, planted: bool, n: int, seed: int, split: str) 
                 auditors = [RealisticUser(db_seed), RandomTemplateAuditor(db_seed)]
                 auditors += [ScriptedAuditor(s, db_seed) for s in STRATEGIES]
             for a in auditors:
-                episodes.extend(play(domain, scenarios, a, target, db, GameConfig(), episode_ids=ids))
+                episodes.extend(
+                    play(domain, scenarios, a, target, db, GameConfig(), episode_ids=ids)
+                )
     return episodes
 
 
@@ -127,7 +141,6 @@ class AuditorCorpus(Task):
 
     def generate(self, n: int, seed: int = 0, split: Any = "train") -> list[Example]:
         from paperstack import tiny
-
         from probe_audit.game import STOP, auditor_view
 
         tokenizer = tiny.build_tokenizer()
@@ -160,7 +173,6 @@ class TargetImitation(Task):
 
     def generate(self, n: int, seed: int = 0, split: Any = "train") -> list[Example]:
         from paperstack import tiny
-
         from probe_audit.game import target_messages
         from probe_audit.targets import ChatTarget
 
@@ -195,7 +207,9 @@ def pretrained_auditor(steps: int, seed: int = 0, progress: bool = True) -> tupl
     """The zero-shot toy auditor: ``micro`` pre-trained on :class:`AuditorCorpus` (cached)."""
     from paperstack import tiny
 
-    return tiny.pretrained(AUDITOR_PRESET, [AuditorCorpus(code_digest())], steps=steps, seed=seed, progress=progress)
+    return tiny.pretrained(
+        AUDITOR_PRESET, [AuditorCorpus(code_digest())], steps=steps, seed=seed, progress=progress
+    )
 
 
 def pretrained_target(steps: int, seed: int = 0, progress: bool = True) -> tuple[Any, Any]:
@@ -207,12 +221,19 @@ def pretrained_target(steps: int, seed: int = 0, progress: bool = True) -> tuple
     """
     import torch
     from filelock import FileLock
-    from paperstack import tiny
-    from paperstack.cache import cache_root
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from paperstack import tiny
+    from paperstack.cache import cache_root
+
     task = TargetImitation(code_digest())
-    key = {"config": TARGET_CONFIG, "steps": steps, "seed": seed, "task": task.config(), "core": tiny.code_digest()}
+    key = {
+        "config": TARGET_CONFIG,
+        "steps": steps,
+        "seed": seed,
+        "task": task.config(),
+        "core": tiny.code_digest(),
+    }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     root = cache_root() / "probe-audit"
     path = root / f"target-{steps}-seed{seed}-{digest}"
@@ -220,7 +241,9 @@ def pretrained_target(steps: int, seed: int = 0, progress: bool = True) -> tuple
         root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(root / f".{path.name}.lock")):
             if not (path / "probe-target.json").is_file():
-                tokenizer = tiny.build_tokenizer(model_max_length=TARGET_CONFIG["max_position_embeddings"])
+                tokenizer = tiny.build_tokenizer(
+                    model_max_length=TARGET_CONFIG["max_position_embeddings"]
+                )
                 config = LlamaConfig(
                     vocab_size=len(tokenizer),
                     bos_token_id=tokenizer.bos_token_id,
@@ -231,12 +254,18 @@ def pretrained_target(steps: int, seed: int = 0, progress: bool = True) -> tuple
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(seed)
                     model = LlamaForCausalLM(config)
-                stats = tiny.train(model, tokenizer, [task], steps, seed=seed, batch_size=32, progress=progress)
+                stats = tiny.train(
+                    model, tokenizer, [task], steps, seed=seed, batch_size=32, progress=progress
+                )
                 tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=root))
                 try:
                     model.save_pretrained(tmp)
                     tokenizer.save_pretrained(tmp)
-                    record = {"key": key, "train_seconds": stats["seconds"], "final_loss": stats["losses"][-1]}
+                    record = {
+                        "key": key,
+                        "train_seconds": stats["seconds"],
+                        "final_loss": stats["losses"][-1],
+                    }
                     (tmp / "probe-target.json").write_text(json.dumps(record, indent=2))
                     if path.exists():
                         shutil.rmtree(path, ignore_errors=True)
@@ -249,8 +278,10 @@ def pretrained_target(steps: int, seed: int = 0, progress: bool = True) -> tuple
 
 def training_seconds(path_or_model: Any) -> float | None:
     """What training a cached toy model took (from its cache record), if known."""
-    path = Path(getattr(getattr(path_or_model, "config", None), "_name_or_path", "") or path_or_model)
+    path = Path(
+        getattr(getattr(path_or_model, "config", None), "_name_or_path", "") or path_or_model
+    )
     for name in ("probe-target.json", "paperstack-tiny.json"):
         with contextlib.suppress(OSError, ValueError, KeyError):
-            return float(json.loads((path / name).read_text())[ "train_seconds"])
+            return float(json.loads((path / name).read_text())["train_seconds"])
     return None

@@ -29,7 +29,9 @@ def get(name: str, policy: Mapping[str, Any] | None = None) -> Domain:
     return _module(name).domain(policy)  # type: ignore[no-any-return]
 
 
-def rule_target(name: str, bugs: Collection[str] | None = None, policy: Mapping[str, Any] | None = None) -> RuleTarget:
+def rule_target(
+    name: str, bugs: Collection[str] | None = None, policy: Mapping[str, Any] | None = None
+) -> RuleTarget:
     """The domain's rule agent with ``bugs`` planted (None: all of them; ``()``: none)."""
     module = _module(name)
     pol = module.domain(policy)  # validates the policy
