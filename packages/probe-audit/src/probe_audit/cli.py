@@ -28,10 +28,14 @@ from probe_audit import __version__
 cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
 
 #: The protocol, fixed before any claim was looked at (no tuning: these are the only values run).
-FULL = {"pretrain_steps": 200, "train_steps": 12, "scenarios_per_step": 3, "group_size": 4,
-        "eval_per_domain": 16, "eval_db_seeds": [900, 901]}  # fmt: skip
-QUICK = {"pretrain_steps": 40, "train_steps": 2, "scenarios_per_step": 2, "group_size": 2,
-         "eval_per_domain": 6, "eval_db_seeds": [900]}  # fmt: skip
+FULL: dict[str, Any] = {
+    "pretrain_steps": 200, "train_steps": 12, "scenarios_per_step": 3, "group_size": 4,
+    "eval_per_domain": 16, "eval_db_seeds": [900, 901],
+}  # fmt: skip
+QUICK: dict[str, Any] = {
+    "pretrain_steps": 40, "train_steps": 2, "scenarios_per_step": 2, "group_size": 2,
+    "eval_per_domain": 6, "eval_db_seeds": [900],
+}  # fmt: skip
 #: The database seed on which the best scripted strategy is chosen (never reported).
 VALIDATION_DB_SEED = 800
 METRICS = ("violations_per_episode", "yield_per_call", "plausibility", "category_coverage",
@@ -39,16 +43,36 @@ METRICS = ("violations_per_episode", "yield_per_call", "plausibility", "category
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pretrain-steps", type=positive_int, default=None,
-                   help="pre-training steps of the zero-shot auditor (default 200, --quick 40; cached)")  # fmt: skip
-    p.add_argument("--train-steps", type=positive_int, default=None,
-                   help="training steps per objective (default: 12, --quick 2)")  # fmt: skip
-    p.add_argument("--eval-per-domain", type=positive_int, default=None,
-                   help="evaluation scenarios per domain and database (default: 16, --quick 6)")  # fmt: skip
-    p.add_argument("--turn-tokens", type=positive_int, default=64,
-                   help="most tokens the model auditor writes per turn (default 64)")  # fmt: skip
-    p.add_argument("--plausibility", choices=("minilm", "trigram"), default="minilm",
-                   help="plausibility from MiniLM similarity (default) or character trigrams")  # fmt: skip
+    p.add_argument(
+        "--pretrain-steps",
+        type=positive_int,
+        default=None,
+        help="pre-training steps of the zero-shot auditor (default 200, --quick 40; cached)",
+    )
+    p.add_argument(
+        "--train-steps",
+        type=positive_int,
+        default=None,
+        help="training steps per objective (default: 12, --quick 2)",
+    )
+    p.add_argument(
+        "--eval-per-domain",
+        type=positive_int,
+        default=None,
+        help="evaluation scenarios per domain and database (default: 16, --quick 6)",
+    )
+    p.add_argument(
+        "--turn-tokens",
+        type=positive_int,
+        default=64,
+        help="most tokens the model auditor writes per turn (default 64)",
+    )
+    p.add_argument(
+        "--plausibility",
+        choices=("minilm", "trigram"),
+        default="minilm",
+        help="plausibility from MiniLM similarity (default) or character trigrams",
+    )
 
 
 def _worlds(bugs: bool) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -95,7 +119,7 @@ def demo(run: Run) -> Report:
     from probe_audit.training import OBJECTIVES, AuditorTrainer, TrainConfig
 
     torch.set_num_threads(1)
-    proto = dict(QUICK if run.quick else FULL)
+    proto: dict[str, Any] = dict(QUICK if run.quick else FULL)
     if run.args.pretrain_steps is not None:
         proto["pretrain_steps"] = run.args.pretrain_steps
     if run.args.train_steps is not None:
@@ -154,13 +178,13 @@ def demo(run: Run) -> Report:
                     ledger=ledger,
                     max_turn_tokens=run.args.turn_tokens,
                 )
-                config = TrainConfig(
+                train_config = TrainConfig(
                     objective=objective, steps=int(proto["train_steps"]),
                     scenarios_per_step=int(proto["scenarios_per_step"]),
                     group_size=int(proto["group_size"]), seed=seed,
                 )  # fmt: skip
                 trainer = AuditorTrainer(
-                    auditor, worlds, targets, make_reward(plaus, archive=None), config,
+                    auditor, worlds, targets, make_reward(plaus, archive=None), train_config,
                     archive=ViolationArchive(),
                 )  # fmt: skip
                 trainer.reward = make_reward(plaus, archive=trainer.archive)
@@ -176,8 +200,12 @@ def demo(run: Run) -> Report:
                 )
                 record(f"scripted:{s}", seed, score)
             bar.advance()
-            record("random-templates", seed,
-                   audit(RandomTemplateAuditor(seed), worlds, targets, eval_seeds, per_domain, plaus))  # fmt: skip
+            rand = RandomTemplateAuditor(seed)
+            record(
+                "random-templates",
+                seed,
+                audit(rand, worlds, targets, eval_seeds, per_domain, plaus),
+            )
             bar.advance()
             # Precision on a bug-free agent: every auditor kind, no planted bug, so any violation
             # the checkers report is a false one.
@@ -280,8 +308,12 @@ def demo(run: Run) -> Report:
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=positive_int, default=5, help="timed steps (default 5)")
-    p.add_argument("--pretrain-steps", type=positive_int, default=FULL["pretrain_steps"],
-                   help="pre-training steps of the auditor that is timed (default 200; cached)")  # fmt: skip
+    p.add_argument(
+        "--pretrain-steps",
+        type=positive_int,
+        default=FULL["pretrain_steps"],
+        help="pre-training steps of the auditor that is timed (default 200; cached)",
+    )
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu",))
@@ -321,12 +353,12 @@ def bench(run: Run) -> Report:
         return {"total": float(len(episode.violations))}
 
     ratios: dict[int, float] = {}
-    config = TrainConfig(steps=1, scenarios_per_step=2, group_size=2)
+    step_config = TrainConfig(steps=1, scenarios_per_step=2, group_size=2)
     for i in range(repeats):
         times = []
         for reward in (plain, make_reward(plaus)):
             auditor = ModelAuditor(copy.deepcopy(model), tokenizer, seed=i)
-            trainer = AuditorTrainer(auditor, worlds, targets, reward, config)
+            trainer = AuditorTrainer(auditor, worlds, targets, reward, step_config)
             trainer.step(i)
             times.append(trainer.step_seconds[-1])
         ratios[i] = times[1] / times[0]

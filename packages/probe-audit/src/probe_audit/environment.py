@@ -304,7 +304,7 @@ def execute_tool(domain: Domain, db: dict[str, Any], call: ParsedToolCall) -> tu
                 return {"error": f"{call.name}: {name} must be a number"}, False
         if not isinstance(value, _TYPES[kind]) or (kind is not bool and isinstance(value, bool)):
             return {"error": f"{call.name}: {name} must be {kind.__name__}"}, False
-        args[name] = float(value) if kind is float else value
+        args[name] = float(value) if kind is float else value  # type: ignore[arg-type]
     extra = sorted(set(call.arguments) - set(tool.parameters))
     if extra:
         return {"error": f"{call.name}: unexpected argument(s) {', '.join(extra)}"}, False

@@ -71,6 +71,13 @@ def make_reward(
     return reward
 
 
+def _checker(reward: Callable[..., Any], domain: Any, target: Any) -> Callable[[Episode], None]:
+    def check(episode: Episode) -> None:
+        reward(episode, domain, target)
+
+    return check
+
+
 def audit(
     auditor: Any,
     worlds: Mapping[str, Any],
@@ -100,7 +107,7 @@ def audit(
                     domain, scenarios, auditor, target, db,
                     GameConfig(max_turns=max_turns, on_target_error="record"),
                     episode_ids=ids,
-                    checker=lambda ep, d=domain, t=target: reward(ep, d, t) and None,
+                    checker=_checker(reward, domain, target),
                     on_episode=on_episode,
                 )
             )  # fmt: skip

@@ -177,7 +177,8 @@ class TargetImitation(Task):
         from probe_audit.targets import ChatTarget
 
         tokenizer = tiny.build_tokenizer()
-        render = ChatTarget(_NoModel(), tool_role="user", window=self.window).render
+        no_model: Any = _NoModel()
+        render = ChatTarget(no_model, tool_role="user", window=self.window).render
         out: list[Example] = []
         dialogues = max(2, min(n, UNIQUE_EXAMPLES) // 40)
         for ep in _dialogues("mixed", True, dialogues, seed, str(split)):

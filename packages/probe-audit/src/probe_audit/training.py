@@ -4,8 +4,9 @@ All three objectives update the same :class:`~probe_audit.auditors.ModelAuditor`
 rollouts. A step plays ``group_size`` episodes of each of ``scenarios_per_step`` scenarios
 (per domain) against the target, scores each episode with the composite reward
 :math:`R(\\tau)` (:mod:`probe_audit.reward`) and computes, with
-:math:`\\log\\pi_\\theta(\\tau) = \\sum_t m_t \\log\\pi_\\theta(y_t\\mid y_{<t})` over the tokens the
-auditor sampled (``env_mask`` :math:`m_t = 1`; the target's replies are context only):
+:math:`\\log\\pi_\\theta(\\tau) = \\sum_t m_t \\log\\pi_\\theta(y_t\\mid y_{<t})`
+over the tokens the auditor sampled (``env_mask`` :math:`m_t = 1`; the target's replies are
+context only):
 
 - **GRPO** (group-relative policy gradient; one on-policy step per batch, so the clipped
   ratio is 1 and the loss is the plain policy gradient with group-normalised advantages)

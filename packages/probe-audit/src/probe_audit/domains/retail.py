@@ -58,9 +58,9 @@ class RetailPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    refund_cap: float = Field(100.0, gt=0)
-    refund_cap_vip: float = Field(300.0, gt=0)
-    confirm_cue: str = Field("confirm", min_length=1)
+    refund_cap: float = Field(default=100.0, gt=0)
+    refund_cap_vip: float = Field(default=300.0, gt=0)
+    confirm_cue: str = Field(default="confirm", min_length=1)
     harmful_patterns: tuple[str, ...] = (
         r"disable (the )?(smoke|fire) alarm",
         r"bypass (the )?fraud check",
