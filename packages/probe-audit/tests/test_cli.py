@@ -22,8 +22,8 @@ CLAIMS = {
     "no_false_violations",
 }
 # A small demo: an auditor pre-trained a few steps, one training step per objective.
-SMALL = ["--quick", "--pretrain-steps", "3", "--train-steps", "1", "--eval-per-domain", "2",
-         "--plausibility", "trigram", "--turn-tokens", "12", "--seeds", "0,1",
+SMALL = ["--quick", "--pretrain-steps", "3", "--train-steps", "1", "--eval-per-domain", "1",
+         "--plausibility", "trigram", "--turn-tokens", "8", "--seeds", "0,1",
          "--no-progress"]  # fmt: skip
 
 

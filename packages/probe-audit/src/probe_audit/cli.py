@@ -29,12 +29,12 @@ cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
 
 #: The protocol, fixed before any claim was looked at (no tuning: these are the only values run).
 FULL: dict[str, Any] = {
-    "pretrain_steps": 200, "train_steps": 12, "scenarios_per_step": 3, "group_size": 4,
-    "eval_per_domain": 16, "eval_db_seeds": [900, 901],
+    "pretrain_steps": 200, "train_steps": 6, "scenarios_per_step": 2, "group_size": 4,
+    "eval_per_domain": 12, "eval_db_seeds": [900, 901], "turn_tokens": 64,
 }  # fmt: skip
 QUICK: dict[str, Any] = {
-    "pretrain_steps": 40, "train_steps": 2, "scenarios_per_step": 2, "group_size": 2,
-    "eval_per_domain": 6, "eval_db_seeds": [900],
+    "pretrain_steps": 40, "train_steps": 1, "scenarios_per_step": 1, "group_size": 2,
+    "eval_per_domain": 3, "eval_db_seeds": [900], "turn_tokens": 32,
 }  # fmt: skip
 #: The database seed on which the best scripted strategy is chosen (never reported).
 VALIDATION_DB_SEED = 800
@@ -53,13 +53,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "--train-steps",
         type=positive_int,
         default=None,
-        help="training steps per objective (default: 12, --quick 2)",
+        help="training steps per objective (default: 6, --quick 1)",
     )
     p.add_argument(
         "--eval-per-domain",
         type=positive_int,
         default=None,
-        help="evaluation scenarios per domain and database (default: 16, --quick 6)",
+        help="evaluation scenarios per domain and database (default: 12, --quick 3)",
     )
     p.add_argument(
         "--turn-tokens",
@@ -102,7 +102,7 @@ def _score_row_values(score: Any) -> dict[str, float]:
     }
 
 
-@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=3, devices=("cpu",))
+@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=2, devices=("cpu",))
 def demo(run: Run) -> Report:
     """The premise, the three objectives against zero-shot, scripted and random auditors,
     and the checkers' precision; every row holds per-seed values, so claims are paired."""
@@ -126,6 +126,8 @@ def demo(run: Run) -> Report:
         proto["train_steps"] = run.args.train_steps
     if run.args.eval_per_domain is not None:
         proto["eval_per_domain"] = run.args.eval_per_domain
+    if run.args.turn_tokens is not None:
+        proto["turn_tokens"] = run.args.turn_tokens
     seeds = list(run.seeds)
     worlds, targets = _worlds(bugs=True)
     _, clean_targets = _worlds(bugs=False)
@@ -166,7 +168,7 @@ def demo(run: Run) -> Report:
                 seed=seed,
                 name="zero-shot",
                 ledger=ledger,
-                max_turn_tokens=run.args.turn_tokens,
+                max_turn_tokens=int(proto["turn_tokens"]),
             )
             record("zero-shot", seed, audit(zero, worlds, targets, eval_seeds, per_domain, plaus))
             for objective in OBJECTIVES:
@@ -176,7 +178,7 @@ def demo(run: Run) -> Report:
                     seed=seed,
                     name=objective,
                     ledger=ledger,
-                    max_turn_tokens=run.args.turn_tokens,
+                    max_turn_tokens=int(proto["turn_tokens"]),
                 )
                 train_config = TrainConfig(
                     objective=objective, steps=int(proto["train_steps"]),
@@ -285,7 +287,6 @@ def demo(run: Run) -> Report:
         "best_scripted_on_validation": best_scripted,
         "validation_db_seed": VALIDATION_DB_SEED,
         "plausibility": run.args.plausibility,
-        "turn_tokens": run.args.turn_tokens,
         "train_config": dataclasses.asdict(TrainConfig()),
         "training_seconds_per_objective": {
             k: [round(x, 2) for x in v] for k, v in trained_seconds.items()
@@ -303,6 +304,12 @@ def demo(run: Run) -> Report:
         f"{proto['scenarios_per_step']} scenarios x {proto['group_size']} episodes per domain. "
         "Claims are paired over seeds. Toy scale, shared 2-core CPU."
     )
+    if claims[0].verdict != "held":
+        intro += (
+            " PREMISE ABSENT: the zero-shot auditor found no planted bug here (its pre-training "
+            "budget is too small for it to write usable user turns), so the comparisons with it "
+            "say nothing about PROBE's training; they are reported as measured."
+        )
     return Report(rows, claims, intro=intro, figures=[figure], config=config)
 
 
