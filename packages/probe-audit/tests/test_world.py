@@ -215,3 +215,14 @@ def test_ledger_keeps_completed_episodes_when_a_later_one_fails(tmp_path):
     assert json.loads(lines[0])["domain"] == "retail"
     with pytest.raises(ProbeError, match="is a directory"):
         EpisodeLedger(tmp_path)
+
+
+def test_readme_api_example_runs(capsys):
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    code = readme.split("## API in one example")[1].split("```python")[1].split("```")[0]
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out.split()
+    assert float(out[0]) > 0  # violations per episode
+    assert out[-1] == "0"  # no false violation
