@@ -1,0 +1,2 @@
+"""proofrank (placeholder during build)."""
+__version__ = "0.1.0"
