@@ -16,34 +16,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from pathlib import Path
 
 from mosa_rl import __version__
 from mosa_rl.errors import MosaError
-from paperstack.contract import ContractCLI, Report, Run
+from paperstack.contract import ContractCLI, Report, Run, positive_float, positive_int
 
 cli = ContractCLI("mosa", "mosa-rl", __version__, __doc__)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,30 +32,30 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help='JSONL of held-out Countdown problems, one {"numbers": [...], "target": N} a line',
     )
-    p.add_argument("--steps", type=_positive_int, default=None, help="GRPO steps per run")
+    p.add_argument("--steps", type=positive_int, default=None, help="GRPO steps per run")
     p.add_argument(
         "--token-kl-beta",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help="token-level KL beta (default: matched KL on the validation seed)",
     )
     p.add_argument(
         "--mosa-beta",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help="MOSA weight beta_M, reverse KL (default: matched KL on the validation seed)",
     )
     p.add_argument(
         "--mosa-forward-beta",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help="MOSA weight beta_M, forward KL (default: matched KL on the validation seed)",
     )
     p.add_argument(
-        "--top-k", type=_positive_int, default=None, help="MOSA ranks K (plus a tail bucket)"
+        "--top-k", type=positive_int, default=None, help="MOSA ranks K (plus a tail bucket)"
     )
     p.add_argument(
-        "--workers", type=_positive_int, default=None, help="parallel runs (default: cores)"
+        "--workers", type=positive_int, default=None, help="parallel runs (default: cores)"
     )
     p.add_argument(
         "--restart", action="store_true", help="ignore DIR/runs.jsonl instead of resuming from it"
@@ -167,7 +146,7 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=_positive_int, default=4, help="GRPO steps timed per system")
+    p.add_argument("--steps", type=positive_int, default=4, help="GRPO steps timed per system")
     p.add_argument(
         "--shape",
         default=None,
