@@ -7,17 +7,20 @@ from pathlib import Path
 import pytest
 from proofrank import __version__
 from proofrank.cli import main
+from proofrank.problems import shipped_problems
 
-from paperstack.records import Claim, ResultsFormatError, load_results
+from paperstack.records import load_results
 
-
-def test_help_lists_the_commands(capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["--help"])
-    assert exc.value.code == 0
-    out = capsys.readouterr().out
-    assert "demo" in out
-    assert "bench" in out
+CLAIMS = {
+    "premise_judge_tells_complete_from_incomplete",
+    "gate_rejects_incomplete_proofs",
+    "conciseness_orders_provers",
+    "ease_orders_provers",
+    "simplicity_orders_provers",
+    "diversity_orders_provers",
+    "adaptivity_orders_provers",
+    "quality_not_captured_by_correctness",
+}
 
 
 def test_console_script_help_is_installed():
@@ -25,84 +28,79 @@ def test_console_script_help_is_installed():
     assert script is not None, "the proofrank console script is not installed"
     proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "demo" in proc.stdout
+    assert "demo" in proc.stdout and "score" in proc.stdout
 
 
-def test_demo_quick_writes_valid_results_with_claims_from_rows(tmp_path):
-    assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0
-    results = load_results(tmp_path / "results.json")  # validates and recomputes every claim
-    assert results.manifest.package == "proofrank"
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("quick")
+    assert main(["demo", "--quick", "--no-progress", "--out", str(out)]) == 0
+    return out
+
+
+def test_demo_quick_writes_the_issue_claims(quick):
+    results = load_results(quick / "results.json")  # recomputes every verdict
     assert results.manifest.version == __version__
-    assert {c.id for c in results.claims} == {
-        "premise_outliers_hurt_the_mean",
-        "robust",
-        "clean-cost",
-    }
-    for claim in results.claims:
-        again = Claim.compare(
-            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
-        )
-        assert again.verdict == claim.verdict
-    row = results.row("median-of-means", "abs_error", "contaminated")
-    assert row.seeds is not None
-    assert sorted(row.seeds) == ["0", "1", "2"]  # per-seed values: claims are paired
-    assert results.manifest.config["trials"] == 40
-    assert (tmp_path / "report.md").read_text().startswith("# proofrank")
+    assert {c.id for c in results.claims} == CLAIMS
+    assert results.claims[0].id.startswith("premise_")
+    row = results.row("verbose", "verbosity", "test")
+    assert row.items is not None and len(row.items) == 12
+    assert results.manifest.config["samples"] == 3
+    assert (quick / "report.md").read_text().startswith("# proofrank")
 
 
-def test_demo_claims_follow_the_rows_not_the_code(tmp_path):
-    main(["demo", "--quick", "--out", str(tmp_path)])
-    data = json.loads((tmp_path / "results.json").read_text())
-    # Tamper with a row: loading must notice that the stored claim no longer follows from it.
-    for row in data["rows"]:
-        if row["system"] == "median-of-means" and row["split"] == "contaminated":
-            row["seeds"] = {seed: 1e6 for seed in row["seeds"]}  # a consistent, different row
-            row["value"] = 1e6
-    (tmp_path / "results.json").write_text(json.dumps(data))
-    with pytest.raises(ResultsFormatError, match="robust"):
-        load_results(tmp_path / "results.json")
+def _proofs(tmp_path, lines, encoding="utf-8"):
+    path = tmp_path / "proofs.jsonl"
+    path.write_bytes("\n".join(json.dumps(x, ensure_ascii=False) for x in lines).encode(encoding))
+    return path
 
 
-def test_demo_is_deterministic_by_seed(tmp_path):
-    main(["demo", "--quick", "--seed", "3", "--out", str(tmp_path / "a")])
-    main(["demo", "--quick", "--seed", "3", "--out", str(tmp_path / "b")])
-    rows_a = load_results(tmp_path / "a").rows
-    rows_b = load_results(tmp_path / "b").rows
-    assert [r.value for r in rows_a] == [r.value for r in rows_b]
+def test_score_writes_one_line_per_proof(tmp_path, capsys):
+    p = shipped_problems().get("ineq-02")
+    proofs = _proofs(
+        tmp_path,
+        [
+            {"problem_id": p.id, "proof": p.references[0].proof},
+            {"problem_id": p.id, "proof": "It is obvious."},
+        ],
+    )
+    assert main(["score", "--proofs", str(proofs), "--out", str(tmp_path / "o")]) == 0
+    lines = [json.loads(x) for x in (tmp_path / "o" / "scores.jsonl").read_text().splitlines()]
+    assert [x["correct"] for x in lines] == [True, False]
+    assert lines[1]["verbosity"] is None  # gated
+    assert "2 proofs: 1 correct" in capsys.readouterr().out
 
 
-def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ([{"problem_id": "nope", "proof": "x"}], "no problem with id 'nope'"),
+        ([{"problem_id": "ineq-02"}], "needs string fields"),
+        ([], "no proofs"),
+    ],
+)
+def test_bad_proof_files_are_one_line_errors(tmp_path, capsys, content, match):
+    proofs = _proofs(tmp_path, content)
     with pytest.raises(SystemExit) as exc:
-        main(["demo", "--quick", "--out", str(blocker / "sub")])
-    assert exc.value.code != 0
+        main(["score", "--proofs", str(proofs), "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    assert err.startswith("proofrank: error: --out")
+    assert len(err.splitlines()) == 1 and match in err
 
 
-def test_failed_input_leaves_no_output_folder(tmp_path, capsys):
-    data = tmp_path / "short.txt"
-    data.write_text("1.0\n2.0\n")
+def test_proofs_in_the_wrong_encoding_are_one_line_errors(tmp_path, capsys):
+    proofs = _proofs(tmp_path, [{"problem_id": "ineq-02", "proof": "d\u00e9j\u00e0 vu"}], "latin-1")
+    with pytest.raises(SystemExit):
+        main(["score", "--proofs", str(proofs), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not UTF-8" in err and "line 1" in err
+
+
+def test_demo_refuses_a_problem_set_that_is_a_directory(tmp_path, capsys):
     out = tmp_path / "out"
-    with pytest.raises(SystemExit):
-        main(["demo", "--out", str(out), "--dataset", str(data)])
-    assert "needs at least" in capsys.readouterr().err
-    assert not out.exists()
-
-
-def test_bad_dataset_is_a_one_line_error(tmp_path, capsys):
-    data = tmp_path / "data.txt"
-    data.write_text("1.0\nnot-a-number\n")
-    with pytest.raises(SystemExit):
-        main(["demo", "--out", str(tmp_path / "out"), "--dataset", str(data)])
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--quick", "--problems", str(tmp_path), "--out", str(out)])
+    assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    assert str(data) in err
-
-
-def test_bench_writes_ratios(tmp_path):
-    assert main(["bench", "--out", str(tmp_path), "--repeats", "5"]) == 0
-    results = load_results(tmp_path / "bench.json")
-    assert results.row("sample-mean", "time_ratio").value == 1.0
+    assert len(err.splitlines()) == 1 and "is a directory" in err
+    assert not out.exists()
