@@ -28,7 +28,8 @@ def test_console_script_help_is_installed():
     assert script is not None, "the proofrank console script is not installed"
     proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "demo" in proc.stdout and "score" in proc.stdout
+    assert "demo" in proc.stdout
+    assert "score" in proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,8 @@ def test_demo_quick_writes_the_issue_claims(quick):
     assert {c.id for c in results.claims} == CLAIMS
     assert results.claims[0].id.startswith("premise_")
     row = results.row("verbose", "verbosity", "test")
-    assert row.items is not None and len(row.items) == 12
+    assert row.items is not None
+    assert len(row.items) == 12
     assert results.manifest.config["samples"] == 3
     assert (quick / "report.md").read_text().startswith("# proofrank")
 
@@ -85,7 +87,8 @@ def test_bad_proof_files_are_one_line_errors(tmp_path, capsys, content, match):
         main(["score", "--proofs", str(proofs), "--out", str(tmp_path / "o")])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and match in err
+    assert len(err.splitlines()) == 1
+    assert match in err
 
 
 def test_proofs_in_the_wrong_encoding_are_one_line_errors(tmp_path, capsys):
@@ -93,7 +96,9 @@ def test_proofs_in_the_wrong_encoding_are_one_line_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["score", "--proofs", str(proofs), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "not UTF-8" in err and "line 1" in err
+    assert len(err.splitlines()) == 1
+    assert "not UTF-8" in err
+    assert "line 1" in err
 
 
 def test_demo_refuses_a_problem_set_that_is_a_directory(tmp_path, capsys):
@@ -102,5 +107,6 @@ def test_demo_refuses_a_problem_set_that_is_a_directory(tmp_path, capsys):
         main(["demo", "--quick", "--problems", str(tmp_path), "--out", str(out)])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "is a directory" in err
+    assert len(err.splitlines()) == 1
+    assert "is a directory" in err
     assert not out.exists()

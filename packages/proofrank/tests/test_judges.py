@@ -51,7 +51,8 @@ def test_rule_judge_finds_padding_as_unnecessary():
         [f"We are asked to prove the following. {p.statement}", *p.reference("elegant").steps]
     )
     [a] = RuleJudge().assess([JudgeRequest(p, proof)])
-    assert a.correct and a.unnecessary == frozenset({0})
+    assert a.correct
+    assert a.unnecessary == frozenset({0})
 
 
 def test_llm_judge_parses_boxes_and_gates():
@@ -59,21 +60,27 @@ def test_llm_judge_parses_boxes_and_gates():
     judge = LLMJudge(BoxJudge())
     [a] = judge.assess([JudgeRequest(p, p.references[0].proof, "am-gm")])
     assert a.correct is True
-    assert a.unnecessary == frozenset() and a.calculation == frozenset({0})
-    assert a.techniques == frozenset({"am-gm"}) and a.uses_technique is True
-    assert judge.ledger.calls == 5 and not judge.failures
+    assert a.unnecessary == frozenset()
+    assert a.calculation == frozenset({0})
+    assert a.techniques == frozenset({"am-gm"})
+    assert a.uses_technique is True
+    assert judge.ledger.calls == 5
+    assert not judge.failures
 
 
 def test_unparseable_judge_answers_are_counted_failures_never_scores():
     p = PROBLEMS.get("ineq-02")
     judge = LLMJudge(BoxJudge(broken={"correct"}))
     [a] = judge.assess([JudgeRequest(p, p.references[0].proof)])
-    assert a.correct is None and a.techniques is None  # gate closed: nothing scored
+    assert a.correct is None
+    assert a.techniques is None
     assert [f.aspect for f in judge.failures] == ["correct"]
     assert "no \\boxed" in judge.failures[0].reason
     judge = LLMJudge(BoxJudge(broken={"techniques"}))
     [a] = judge.assess([JudgeRequest(p, p.references[0].proof)])
-    assert a.correct is True and a.techniques is None and a.failed("techniques")
+    assert a.correct is True
+    assert a.techniques is None
+    assert a.failed("techniques")
 
 
 def test_judge_answers_are_recorded_and_replayed(tmp_path):
@@ -93,9 +100,10 @@ def test_judge_agreement_with_labels_and_between_judges():
     ag = judge_agreement(RuleJudge(), test)
     acc = next(r for r in ag.rows if r.metric == "label_accuracy")
     assert acc.k == acc.n  # the rule judge matches every correctness label of the test split
-    assert ag.kappa_calc is not None and 0 < ag.kappa_calc < 1
+    assert ag.kappa_calc is not None
+    assert 0 < ag.kappa_calc < 1
     assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
     assert cohen_kappa([True, False], [False, True]) == -1.0
     assert cohen_kappa([True, True], [True, True]) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="labels"):
         cohen_kappa([True], [True, False])

@@ -25,16 +25,19 @@ def test_known_orders_show_on_the_proxies(runs):
     assert mean("technique-following", "label_diversity") > 0
     assert mean("single-technique", "label_diversity") == 0
     assert mean("technique-following", "adaptivity") > mean("single-technique", "adaptivity")
-    assert mean("gapped", "correct") == 0 and runs["gapped"].values("verbosity") == {}
+    assert mean("gapped", "correct") == 0
+    assert runs["gapped"].values("verbosity") == {}
 
 
 def test_rows_are_per_problem_and_correctness_is_k_of_n(runs):
     rows = {r.metric: r for r in runs["elegant"].rows(split="test")}
-    assert rows["correct"].k == 10 and rows["correct"].n == 10
+    assert rows["correct"].k == 10
+    assert rows["correct"].n == 10
     assert sorted(rows["verbosity"].items) == sorted(SMALL.ids)
     assert rows["judge_failures"].k == 0
 
 
 def test_correlation_is_undefined_when_provers_are_equally_correct(runs):
     c = proxy_correctness_correlation(runs, "verbosity", resamples=50)
-    assert c["rho"] is None and c["ci95"] is None
+    assert c["rho"] is None
+    assert c["ci95"] is None

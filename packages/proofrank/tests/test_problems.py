@@ -8,7 +8,8 @@ from proofrank.problems import DOMAINS, load_problems, shipped_problems
 def test_shipped_set_has_the_promised_shape():
     ps = shipped_problems()
     assert len(ps) >= 30
-    assert len(ps.split("dev")) == 10 and len(ps.split("test")) == 33
+    assert len(ps.split("dev")) == 10
+    assert len(ps.split("test")) == 33
     assert {p.domain for p in ps} >= {"algebra", "number_theory", "combinatorics", "inequalities"}
     assert all(p.domain in DOMAINS and p.references and p.difficulty_note for p in ps)
 
@@ -42,7 +43,8 @@ def test_own_set_round_trips(tmp_path):
 def test_invalid_problems_are_one_line_errors(tmp_path, obj, match):
     with pytest.raises(ProofRankError, match=match) as exc:
         load_problems(_write(tmp_path, obj))
-    assert "line 1" in str(exc.value) and "\n" not in str(exc.value)
+    assert "line 1" in str(exc.value)
+    assert "\n" not in str(exc.value)
 
 
 def test_unknown_technique_is_named(tmp_path):

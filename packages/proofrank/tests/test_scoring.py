@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 import pytest
-from proofrank.judges import Assessment, RuleJudge, JudgeRequest
+from proofrank.judges import Assessment, JudgeRequest, RuleJudge
 from proofrank.problems import shipped_problems
 from proofrank.scoring import (
     adaptivity,
@@ -60,4 +60,6 @@ def test_score_proof_gates_and_computes_the_proxies():
     assert s.tier == 2  # AM-GM
     assert s.unnecessary_share == 0.0
     bad = score_proof(problem, "nonsense", Assessment(("nonsense",), correct=False))
-    assert bad.correct is False and bad.verbosity is None and bad.tier is None
+    assert bad.correct is False
+    assert bad.verbosity is None
+    assert bad.tier is None

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("httpx")
 pytest.importorskip("torch")
 
-from proofrank.judges import JudgeRequest, LLMJudge
+from proofrank.judges import LLMJudge
 from proofrank.leaderboard import evaluate
 from proofrank.problems import shipped_problems
 from proofrank.provers import ScriptedProver
@@ -35,14 +35,18 @@ def test_served_prover_and_judge_score_a_few_problems(openai_server: Any, tmp_pa
     run = evaluate(prover, FEW, judge, samples=2, temperature=0.7, max_new_tokens=16,
                    adaptive=False, name="served")  # fmt: skip
     # 2 greedy + 2x2 sampled proofs went to the server (n is asked once per sample).
-    assert prover.ledger.calls == 6 and prover.ledger.completion_tokens > 0
+    assert prover.ledger.calls == 6
+    assert prover.ledger.completion_tokens > 0
     # A random model's proofs are empty or noise and its answers carry no verdict: six counted
     # judge failures, no correctness, no score.
     assert judge.ledger.calls == judge_model.ledger.calls
-    assert len(run.failures) == 6 and {f.aspect for f in run.failures} == {"correct"}
-    assert run.values("correct") == {} and run.values("verbosity") == {}
+    assert len(run.failures) == 6
+    assert {f.aspect for f in run.failures} == {"correct"}
+    assert run.values("correct") == {}
+    assert run.values("verbosity") == {}
     rows = {r.metric: r for r in run.rows()}
-    assert rows["judge_failures"].k == 6 and "correct" not in rows
+    assert rows["judge_failures"].k == 6
+    assert "correct" not in rows
 
 
 def test_served_judge_of_real_proofs_is_recorded_and_replayed(openai_server: Any, tmp_path) -> None:
@@ -54,9 +58,11 @@ def test_served_judge_of_real_proofs_is_recorded_and_replayed(openai_server: Any
         run = evaluate(prover, FEW, judge, samples=2, adaptive=False, name="elegant")
     # One correctness question per proof (2 greedy + 2x2 samples): the elegant prover's samples
     # repeat its greedy proof, so the cassette answers 4 of the 6 and only 2 go over HTTP.
-    assert judge.ledger.calls == 6 and judge_model.ledger.calls == 2
+    assert judge.ledger.calls == 6
+    assert judge_model.ledger.calls == 2
     assert judge_model.ledger.prompt_tokens > 0
-    assert len(run.failures) == 6 and all("boxed" in f.reason for f in run.failures)
+    assert len(run.failures) == 6
+    assert all("boxed" in f.reason for f in run.failures)
     with Recorder(None, cassette, mode="replay") as rep:
         again = evaluate(prover, FEW, LLMJudge(rep, max_new_tokens=8), samples=2,
                          adaptive=False, name="elegant")  # fmt: skip

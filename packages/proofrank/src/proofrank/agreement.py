@@ -16,7 +16,6 @@ import math
 from collections.abc import Sequence
 
 from paperstack.records import Row
-
 from proofrank.judges import Judge, JudgeRequest
 from proofrank.problems import ProblemSet, Reference
 from proofrank.provers import key_step
@@ -65,7 +64,9 @@ def judge_agreement(judge: Judge, problems: ProblemSet, system: str | None = Non
             requests.append(JudgeRequest(p, "\n".join(steps)))
             labels.append(False)
     verdicts = judge.assess(requests, ("correct",))
-    judged = [(a.correct, y) for a, y in zip(verdicts, labels, strict=True) if a.correct is not None]
+    judged = [
+        (a.correct, y) for a, y in zip(verdicts, labels, strict=True) if a.correct is not None
+    ]
     agree = sum(v == y for v, y in judged)
     rows = [Row.proportion(name, "label_accuracy", agree, max(1, len(judged)), split="labels")]
 
@@ -87,7 +88,9 @@ def judge_agreement(judge: Judge, problems: ProblemSet, system: str | None = Non
             right += len(a.techniques & set(r.techniques))
     if calc_true:
         same = sum(x == y for x, y in zip(calc_pred, calc_true, strict=True))
-        rows.append(Row.proportion(name, "calc_step_accuracy", same, len(calc_true), split="labels"))
+        rows.append(
+            Row.proportion(name, "calc_step_accuracy", same, len(calc_true), split="labels")
+        )
     if labelled:
         rows.append(Row.proportion(name, "technique_recall", hit, labelled, split="labels"))
     if detected:

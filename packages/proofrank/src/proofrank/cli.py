@@ -64,11 +64,11 @@ def demo(run: Run) -> Report:
     """
     from paperstack.records import Claim, Row
     from paperstack.report import bar_chart
+    from proofrank.agreement import judge_agreement
     from proofrank.judges import RuleJudge
     from proofrank.leaderboard import evaluate, proxy_correctness_correlation
     from proofrank.problems import load_problems, shipped_problems
     from proofrank.provers import scripted_provers
-    from proofrank.agreement import judge_agreement
 
     if run.args.problems is not None:
         problems = load_problems(run.args.problems)
@@ -211,7 +211,7 @@ def _corr_text(c: dict[str, Any]) -> str:
 def _embedder(run: Run) -> tuple[Any, str]:
     """MiniLM embeddings when the ``embed`` extra is installed (the base install skips them)."""
     try:
-        from paperstack.embed import EmbedError, Embedder
+        from paperstack.embed import Embedder, EmbedError
     except ImportError:
         return None, "skipped (needs proofrank[embed])"
     try:
@@ -246,7 +246,7 @@ def _score_arguments(p: argparse.ArgumentParser) -> None:
         "--proofs",
         type=Path,
         required=True,
-        help="JSONL of proofs: {\"problem_id\": ..., \"proof\": ..., \"technique\": optional}",
+        help='JSONL of proofs: {"problem_id": ..., "proof": ..., "technique": optional}',
     )
     p.add_argument(
         "--problems",
@@ -262,10 +262,10 @@ def score(args: argparse.Namespace) -> int:
     """Every proof of ``--proofs`` judged and scored: one JSON line per proof in
     ``OUT/scores.jsonl`` (judge failures recorded there and counted, never scored)."""
     from paperstack.records import atomic_write
+    from proofrank.errors import ProofRankError
     from proofrank.judges import JudgeRequest, RuleJudge
     from proofrank.problems import load_problems, read_jsonl_utf8, shipped_problems
     from proofrank.scoring import score_proof
-    from proofrank.errors import ProofRankError
 
     problems = load_problems(args.problems) if args.problems else shipped_problems()
     requests = []

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from paperstack.llm import ChatModel, CostLedger
-
 from proofrank.errors import ProofRankError
 from proofrank.problems import Problem
 from proofrank.prompts import (
@@ -123,7 +122,11 @@ class Judge(Protocol):
     name: str
 
     def assess(
-        self, requests: Sequence[JudgeRequest], aspects: Sequence[str] = ASPECTS, *, gate: bool = True
+        self,
+        requests: Sequence[JudgeRequest],
+        aspects: Sequence[str] = ASPECTS,
+        *,
+        gate: bool = True,
     ) -> list[Assessment]:
         """One :class:`Assessment` per request. With ``gate``, quality aspects and
         ``uses_technique`` are asked only about proofs judged correct."""
@@ -227,11 +230,12 @@ class RuleJudge:
                 and i < len(steps) - 1
                 and maths[i] <= statement_math
                 and containment(toks, statement) >= cfg.restate
-            ):
-                out.add(i)
-            elif big and any(
-                maths[i] <= maths[j] and containment(toks, tokens[j]) >= cfg.repeat
-                for j in range(i)
+            ) or (
+                big
+                and any(
+                    maths[i] <= maths[j] and containment(toks, tokens[j]) >= cfg.repeat
+                    for j in range(i)
+                )
             ):
                 out.add(i)
             elif not maths[i] and not any(c.isdigit() for c in steps[i]):
@@ -263,7 +267,11 @@ class RuleJudge:
     # -- the Judge interface -------------------------------------------------------------
 
     def assess(
-        self, requests: Sequence[JudgeRequest], aspects: Sequence[str] = ASPECTS, *, gate: bool = True
+        self,
+        requests: Sequence[JudgeRequest],
+        aspects: Sequence[str] = ASPECTS,
+        *,
+        gate: bool = True,
     ) -> list[Assessment]:
         chosen = _check_aspects(aspects)
         out = []
@@ -379,11 +387,17 @@ class LLMJudge:
         return frozenset(k for k, c in counts.items() if c >= half)
 
     def assess(
-        self, requests: Sequence[JudgeRequest], aspects: Sequence[str] = ASPECTS, *, gate: bool = True
+        self,
+        requests: Sequence[JudgeRequest],
+        aspects: Sequence[str] = ASPECTS,
+        *,
+        gate: bool = True,
     ) -> list[Assessment]:
         chosen = _check_aspects(aspects)
         out = [Assessment(steps=req.steps) for req in requests]
-        live = [i for i, (a, r) in enumerate(zip(out, requests, strict=True)) if not _empty_steps(a, r)]
+        live = [
+            i for i, (a, r) in enumerate(zip(out, requests, strict=True)) if not _empty_steps(a, r)
+        ]
         for aspect in chosen:
             todo = []
             for i in live:

@@ -29,7 +29,6 @@ import numpy as np
 
 from paperstack.llm import ChatModel
 from paperstack.records import Row
-
 from proofrank.errors import ProofRankError
 from proofrank.judges import Assessment, Judge, JudgeFailure, JudgeRequest
 from proofrank.problems import ProblemSet
@@ -174,9 +173,7 @@ def evaluate(
             seed=seed,
         )
         flat = [(p, str(t)) for p, group in zip(probs, sampled, strict=True) for t in group]
-        assessed = _judge(
-            judge, [JudgeRequest(p, t) for p, t in flat], ("correct", "techniques")
-        )
+        assessed = _judge(judge, [JudgeRequest(p, t) for p, t in flat], ("correct", "techniques"))
         proofs += len(flat)
         per_problem: dict[str, list[tuple[str, Assessment]]] = {}
         for (p, t), a in zip(flat, assessed, strict=True):
@@ -208,9 +205,7 @@ def evaluate(
             temperature=0.0,
             seed=seed,
         )
-        reqs = [
-            JudgeRequest(p, str(a[0]), t) for (p, t), a in zip(asks, answers, strict=True)
-        ]
+        reqs = [JudgeRequest(p, str(a[0]), t) for (p, t), a in zip(asks, answers, strict=True)]
         assessed = _judge(judge, reqs, ("correct", "uses_technique"))
         proofs += len(reqs)
         by_problem: dict[str, list[Assessment]] = {}
@@ -291,4 +286,3 @@ def proxy_correctness_correlation(
         "ci95": ci,
         "provers": len(names),
     }
-

@@ -15,7 +15,8 @@ A problem set is a JSONL file, one problem per line::
 - ``difficulty``: 1 (warm-up) to 5 (hardest olympiad problems) and a ``difficulty_note``;
 - ``references``: at least one correct proof. Each has an ``id`` (unique in the problem), the
   ``techniques`` it uses (labels of :mod:`proofrank.taxonomy`; the first is its main one),
-  and either ``steps`` (a list) or ``text`` (split into steps by :func:`proofrank.text.split_steps`).
+  and either ``steps`` (a list) or ``text`` (split into steps by
+  :func:`proofrank.text.split_steps`).
   Optional: ``style`` (``elegant``, ``computational``, ``advanced`` or ``other``: what the
   scripted provers of the demo draw on) and ``calc_steps`` (indices of the steps that are
   routine calculation: labels that judge-agreement statistics compare detectors against).

@@ -20,12 +20,12 @@ __all__ = [
     "JudgeParseError",
     "judge_prompt",
     "last_boxed",
+    "parse_prover_prompt",
     "parse_step_set",
     "parse_techniques",
     "parse_verdict",
     "parse_yes_no",
     "prover_prompt",
-    "parse_prover_prompt",
 ]
 
 PROVER_SYSTEM = (

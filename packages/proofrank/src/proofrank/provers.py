@@ -28,7 +28,6 @@ from typing import Any
 
 from paperstack.llm import GenerationConfig, Prompt, RuleAgent
 from paperstack.llm.base import as_messages, check_prompts, truncate_at_stop
-
 from proofrank.problems import Problem, ProblemSet, Reference
 from proofrank.prompts import parse_prover_prompt
 
@@ -80,9 +79,7 @@ class ScriptedProver(RuleAgent):
         out = []
         for prompt in check_prompts(prompts):
             messages = as_messages(prompt)
-            out.append(
-                [truncate_at_stop(self.sample(messages, j), cfg.stop) for j in range(cfg.n)]
-            )
+            out.append([truncate_at_stop(self.sample(messages, j), cfg.stop) for j in range(cfg.n)])
         return out
 
     def sample(self, messages: list[dict[str, Any]], j: int) -> str:

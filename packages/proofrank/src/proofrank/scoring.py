@@ -91,7 +91,9 @@ def score_proof(
         correct=True,
         verbosity=word_count(proof) / max(1, word_count(ref.proof)),
         step_ratio=n / len(ref.steps),
-        unnecessary_share=None if assessment.unnecessary is None else len(assessment.unnecessary) / n,
+        unnecessary_share=None
+        if assessment.unnecessary is None
+        else len(assessment.unnecessary) / n,
         calc_share=None if assessment.calculation is None else len(assessment.calculation) / n,
         tier=None if assessment.techniques is None else max_tier(assessment.techniques, taxonomy),
         techniques=assessment.techniques,

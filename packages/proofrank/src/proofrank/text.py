@@ -45,13 +45,127 @@ _ATOM = re.compile(r"\\[A-Za-z]+|\d+|[A-Za-z]|[^\sA-Za-z\d{}]")
 #: Function words and logical connectives: what a paraphrase changes without changing the
 #: mathematics, so they are ignored when steps are compared.
 STOPWORDS = frozenset(
-    """a an the and or of to in on for with by from at as is are be been was were it its this
-    that these those we us our let then so thus hence therefore consequently which who whose
-    there here since because if when where while also now note observe see get gives give got
-    have has had obtain obtains do does done can could would should will shall may might must
-    one all any each every some such than very just only both either neither not no but yet
-    into onto over under up down out same other another first next finally indeed clearly
-    recall say says said show shows shown prove proves proved proof claim""".split()
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "with",
+        "by",
+        "from",
+        "at",
+        "as",
+        "is",
+        "are",
+        "be",
+        "been",
+        "was",
+        "were",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "we",
+        "us",
+        "our",
+        "let",
+        "then",
+        "so",
+        "thus",
+        "hence",
+        "therefore",
+        "consequently",
+        "which",
+        "who",
+        "whose",
+        "there",
+        "here",
+        "since",
+        "because",
+        "if",
+        "when",
+        "where",
+        "while",
+        "also",
+        "now",
+        "note",
+        "observe",
+        "see",
+        "get",
+        "gives",
+        "give",
+        "got",
+        "have",
+        "has",
+        "had",
+        "obtain",
+        "obtains",
+        "do",
+        "does",
+        "done",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "one",
+        "all",
+        "any",
+        "each",
+        "every",
+        "some",
+        "such",
+        "than",
+        "very",
+        "just",
+        "only",
+        "both",
+        "either",
+        "neither",
+        "not",
+        "no",
+        "but",
+        "yet",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "up",
+        "down",
+        "out",
+        "same",
+        "other",
+        "another",
+        "first",
+        "next",
+        "finally",
+        "indeed",
+        "clearly",
+        "recall",
+        "say",
+        "says",
+        "said",
+        "show",
+        "shows",
+        "shown",
+        "prove",
+        "proves",
+        "proved",
+        "proof",
+        "claim",
+    ]
 )
 
 
@@ -80,7 +194,12 @@ def split_steps(text: str) -> list[str]:
 def _sentences(paragraph: str) -> list[str]:
     # Protect mathematics, split, restore.
     pieces: list[str] = []
-    masked = _MATH.sub(lambda m: pieces.append(m.group(0)) or f"\x00{len(pieces) - 1}\x00", paragraph)
+
+    def mask(m: re.Match[str]) -> str:
+        pieces.append(m.group(0))
+        return f"\x00{len(pieces) - 1}\x00"
+
+    masked = _MATH.sub(mask, paragraph)
     out = []
     for sentence in _SENTENCE_END.split(masked):
         restored = re.sub(r"\x00(\d+)\x00", lambda m: pieces[int(m.group(1))], sentence).strip()
