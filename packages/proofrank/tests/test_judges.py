@@ -107,3 +107,12 @@ def test_judge_agreement_with_labels_and_between_judges():
     assert cohen_kappa([True, True], [True, True]) is None
     with pytest.raises(ValueError, match="labels"):
         cohen_kappa([True], [True, False])
+
+
+def test_an_empty_proof_is_incorrect_without_a_judge_failure():
+    p = PROBLEMS.get("ineq-02")
+    judge = LLMJudge(BoxJudge())
+    [a] = judge.assess([JudgeRequest(p, "  \nQED\n")])
+    assert a.correct is False
+    assert not a.failures
+    assert judge.ledger.calls == 0

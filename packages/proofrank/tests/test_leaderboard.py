@@ -41,3 +41,22 @@ def test_correlation_is_undefined_when_provers_are_equally_correct(runs):
     c = proxy_correctness_correlation(runs, "verbosity", resamples=50)
     assert c["rho"] is None
     assert c["ci95"] is None
+
+
+def test_correlation_follows_the_provers_means():
+    from proofrank.leaderboard import ProverRun
+    from proofrank.scoring import ProofScore
+
+    def run(name, correct_share, verbosity):
+        ids = [f"p{i}" for i in range(10)]
+        scores = {
+            pid: ProofScore(pid, i < correct_share * 10, verbosity=verbosity + i / 100)
+            for i, pid in enumerate(ids)
+        }
+        return ProverRun(name, ids, scores, {}, {}, [], 10)
+
+    runs = {"a": run("a", 0.9, 1.0), "b": run("b", 0.6, 2.0), "c": run("c", 0.3, 3.0)}
+    c = proxy_correctness_correlation(runs, "verbosity", resamples=200)
+    assert c["rho"] == pytest.approx(-1.0)
+    assert c["ci95"] is not None
+    assert c["ci95"][0] <= -0.4

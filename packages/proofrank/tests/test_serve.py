@@ -37,16 +37,15 @@ def test_served_prover_and_judge_score_a_few_problems(openai_server: Any, tmp_pa
     # 2 greedy + 2x2 sampled proofs went to the server (n is asked once per sample).
     assert prover.ledger.calls == 6
     assert prover.ledger.completion_tokens > 0
-    # A random model's proofs are empty or noise and its answers carry no verdict: six counted
-    # judge failures, no correctness, no score.
+    # A random model's proofs are empty (incorrect, no judge asked) or noise, and the judge's
+    # answers carry no verdict: one counted judge failure per question asked, never a score.
     assert judge.ledger.calls == judge_model.ledger.calls
-    assert len(run.failures) == 6
-    assert {f.aspect for f in run.failures} == {"correct"}
-    assert run.values("correct") == {}
+    assert len(run.failures) == judge_model.ledger.calls
+    assert {f.aspect for f in run.failures} <= {"correct"}
+    assert set(run.values("correct").values()) <= {0.0}
     assert run.values("verbosity") == {}
     rows = {r.metric: r for r in run.rows()}
-    assert rows["judge_failures"].k == 6
-    assert "correct" not in rows
+    assert rows["judge_failures"].k == len(run.failures)
 
 
 def test_served_judge_of_real_proofs_is_recorded_and_replayed(openai_server: Any, tmp_path) -> None:

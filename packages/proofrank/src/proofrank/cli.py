@@ -102,7 +102,11 @@ def demo(run: Run) -> Report:
                     tiny, problems, judge, samples=0, seed=run.seed, max_new_tokens=48,
                     adaptive=False, name=PLUMBING,
                 )  # fmt: skip
-                rows.extend(r for r in tiny_run.rows(split="test") if r.metric == "correct")
+                rows.extend(
+                    r
+                    for r in tiny_run.rows(split="test")
+                    if r.metric in ("correct", "judge_failures")
+                )
         bar.advance()
 
     def key(system: str, metric: str) -> tuple[str, str, str]:

@@ -141,10 +141,11 @@ def _check_aspects(aspects: Sequence[str]) -> list[str]:
 
 
 def _empty_steps(assessment: Assessment, request: JudgeRequest) -> bool:
-    """A proof with no steps cannot be judged on anything: one recorded failure."""
+    """A proof with no steps (the prover wrote nothing, or only "QED") is incorrect without
+    asking a judge; it is the prover's failure, not the judge's, so no JudgeFailure."""
     if assessment.steps:
         return False
-    assessment.failures.append(JudgeFailure("correct", request.problem.id, "empty proof"))
+    assessment.correct = False
     return True
 
 

@@ -123,7 +123,8 @@ def embedding_diversity(embeddings: np.ndarray) -> float | None:
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     sims = x @ x.T
     iu = np.triu_indices(x.shape[0], k=1)
-    return float(np.mean(1.0 - sims[iu]))
+    # Identical texts give 1 - cos = +-1e-16 of rounding: clip and round it away.
+    return round(float(np.clip(np.mean(1.0 - sims[iu]), 0.0, 2.0)), 12)
 
 
 def adaptivity(assessments: Sequence[Assessment]) -> float | None:
