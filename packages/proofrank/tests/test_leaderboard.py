@@ -60,3 +60,17 @@ def test_correlation_follows_the_provers_means():
     assert c["rho"] == pytest.approx(-1.0)
     assert c["ci95"] is not None
     assert c["ci95"][0] <= -0.4
+
+
+def test_pairwise_names_the_better_prover_by_the_interval(runs):
+    from proofrank.leaderboard import pairwise
+
+    pairs = {(c["a"], c["b"]): c for c in pairwise(runs, "verbosity")}
+    c = pairs[("elegant", "verbose")]
+    assert c["n"] == 10
+    assert c["d"] < 0
+    assert c["ci95"][1] < 0
+    assert c["better"] == "elegant"  # lower verbosity is better
+    same = pairs[("elegant", "single-technique")]
+    assert same["better"] is None  # identical proofs: no winner
+    assert pairs[("elegant", "gapped")]["d"] is None  # gapped has no quality values

@@ -67,3 +67,34 @@ def test_served_judge_of_real_proofs_is_recorded_and_replayed(openai_server: Any
                          adaptive=False, name="elegant")  # fmt: skip
         assert rep.misses == 0
     assert [f.answer for f in again.failures] == [f.answer for f in run.failures]
+
+
+def test_leaderboard_command_ranks_a_served_model(openai_server: Any, tmp_path) -> None:
+    import json
+
+    from proofrank.cli import main
+
+    out = tmp_path / "board"
+    argv = ["leaderboard", "--base-url", openai_server.base_url, "--prover", openai_server.model,
+            "--judge-model", openai_server.model, "--limit", "2", "--samples", "2",
+            "--max-new-tokens", "8", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["problems"] == 2
+    assert {r["metric"] for r in board["rows"]} >= {"judge_failures"}
+    card = json.loads((out / "cost_card.json").read_text())
+    assert card["calls"] >= 2 + 2 * 2  # the prover's greedy and sampled proofs at least
+    assert openai_server.model in card["by_model"]
+
+
+def test_leaderboard_against_no_server_is_one_line(tmp_path, capsys) -> None:
+    from proofrank.cli import main
+
+    argv = ["leaderboard", "--base-url", "http://127.0.0.1:9/v1", "--prover", "m", "--limit", "1",
+            "--timeout", "2", "--out", str(tmp_path / "o")]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "127.0.0.1:9" in err

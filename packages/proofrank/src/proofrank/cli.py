@@ -4,6 +4,8 @@
   ``test`` split, judged by the rule judge: does each proxy rank them in their known order?
   ``--quick`` is the one-minute version (12 problems, 3 samples each).
 - ``proofrank score --proofs FILE --out DIR``: score your own proofs (JSONL) with the rule judge.
+- ``proofrank leaderboard --base-url URL --prover M [--prover M2] [--judge-model J] --out DIR``:
+  served models ranked on the five proxies, with pairwise comparisons and cost cards.
 
 The common flags and flow (``--out``, ``--quick``, ``--seed``, ``--no-progress``; results
 written atomically, verdicts printed) come from :class:`paperstack.contract.ContractCLI`.
@@ -306,6 +308,94 @@ def score(args: argparse.Namespace) -> int:
     atomic_write(args.out / "scores.jsonl", "\n".join(lines) + "\n")
     correct = sum(1 for ln in lines if json.loads(ln)["correct"])
     print(f"{len(lines)} proofs: {correct} correct, {failures} judge failures -> {args.out}")
+    return 0
+
+
+def _leaderboard_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", required=True, help="OpenAI-compatible server, e.g. "
+                   "http://127.0.0.1:8000/v1")  # fmt: skip
+    p.add_argument("--prover", action="append", required=True, metavar="MODEL",
+                   help="a served model to rank (repeat for several)")  # fmt: skip
+    p.add_argument("--judge-model", default=None, metavar="MODEL",
+                   help="a served model as LLM judge (default: the rule judge)")  # fmt: skip
+    p.add_argument(
+        "--judge-samples",
+        type=positive_int,
+        default=1,
+        help="judge answers per question, majority (>1 samples at temperature 0.7)",
+    )
+    p.add_argument("--problems", type=Path, default=None,
+                   help="problem set (JSONL; default: the shipped test split)")  # fmt: skip
+    p.add_argument("--limit", type=positive_int, default=None, help="first N problems only")
+    p.add_argument("--samples", type=positive_int, default=SAMPLES,
+                   help=f"proofs per problem for diversity (default {SAMPLES})")  # fmt: skip
+    p.add_argument("--max-new-tokens", type=positive_int, default=512)
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="folder for leaderboard.json, cost_card.json and judge.jsonl",
+    )
+
+
+@cli.command("leaderboard", "rank served models on the five proxies", _leaderboard_arguments)
+def leaderboard(args: argparse.Namespace) -> int:
+    """Served provers on the problem set, judged by the rule judge or a served LLM judge
+    (answers recorded in ``OUT/judge.jsonl`` and replayed on a rerun); writes
+    ``OUT/leaderboard.json`` (per-prover rows, pairwise comparisons, proxy-correctness
+    correlations, judge failures) and ``OUT/cost_card.json`` (every model's calls and the
+    server's token counts)."""
+    from paperstack.llm import CostLedger, OpenAIChat, Recorder
+    from paperstack.records import atomic_write_json
+    from proofrank.errors import ProofRankError
+    from proofrank.judges import Judge, LLMJudge, RuleJudge
+    from proofrank.leaderboard import METRICS, evaluate, pairwise, proxy_correctness_correlation
+    from proofrank.problems import load_problems, shipped_problems
+
+    problems = load_problems(args.problems) if args.problems else shipped_problems().split("test")
+    if args.limit:
+        problems = problems.subset(problems.ids[: args.limit])
+    if args.out.exists() and not args.out.is_dir():
+        raise ProofRankError(f"--out {args.out}: is a file, not a folder")
+    if len(set(args.prover)) != len(args.prover):
+        raise ProofRankError(f"--prover: a model is named twice ({args.prover})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    ledger = CostLedger()
+
+    def client(model: str) -> OpenAIChat:
+        return OpenAIChat(args.base_url, model, timeout=args.timeout, ledger=ledger)
+
+    judge: Judge = RuleJudge()
+    recorder = None
+    if args.judge_model:
+        recorder = Recorder(client(args.judge_model), args.out / "judge.jsonl")
+        temperature = 0.7 if args.judge_samples > 1 else 0.0
+        judge = LLMJudge(recorder, samples=args.judge_samples, temperature=temperature)
+    runs = {}
+    try:
+        for model in args.prover:
+            runs[model] = evaluate(client(model), problems, judge, samples=args.samples,
+                                   max_new_tokens=args.max_new_tokens, name=model)  # fmt: skip
+    finally:
+        if recorder is not None:
+            recorder.close()
+    metrics = [m for m in METRICS if any(r.values(m) for r in runs.values())]
+    board = {
+        "problems": len(problems),
+        "judge": judge.name,
+        "rows": [row.model_dump(mode="json") for r in runs.values() for row in r.rows()],
+        "pairwise": [c for m in metrics for c in pairwise(runs, m)],
+        "correlations": [proxy_correctness_correlation(runs, m) for m in metrics if m != "correct"],
+        "judge_failures": {m: [f.to_json() for f in r.failures] for m, r in runs.items()},
+    }
+    atomic_write_json(args.out / "leaderboard.json", board)
+    ledger.write(args.out)
+    for model, r in runs.items():
+        correct = r.values("correct")
+        rate = f"{sum(correct.values())}/{len(correct)}" if correct else "none judged"
+        print(f"{model}: correct {rate}, judge failures {len(r.failures)}")
+    print(f"wrote {args.out / 'leaderboard.json'} and {args.out / 'cost_card.json'}")
     return 0
 
 

@@ -42,7 +42,7 @@ from proofrank.scoring import (
 )
 from proofrank.taxonomy import DEFAULT_TAXONOMY, Taxonomy
 
-__all__ = ["METRICS", "ProverRun", "evaluate", "proxy_correctness_correlation"]
+__all__ = ["METRICS", "ProverRun", "evaluate", "pairwise", "proxy_correctness_correlation"]
 
 #: Row metrics and whether higher is better.
 METRICS: dict[str, bool] = {
@@ -226,6 +226,34 @@ def evaluate(
         failures=failures,
         proofs=proofs,
     )
+
+
+def pairwise(runs: Mapping[str, ProverRun], metric: str) -> list[dict[str, Any]]:
+    """Every pair of provers compared on ``metric``, paired over the problems both have a
+    value for: ``d = a - b`` with its 95% interval (paired bootstrap over problems, t below
+    ten) and which prover is better by the interval (``None``: the interval straddles 0, or
+    fewer than two shared problems)."""
+    from paperstack import stats
+
+    higher = METRICS.get(metric, True)
+    out = []
+    names = list(runs)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            va, vb = runs[a].values(metric), runs[b].values(metric)
+            shared = set(va) & set(vb)
+            if len(shared) < 2:
+                out.append({"a": a, "b": b, "metric": metric, "n": len(shared), "d": None,
+                            "ci95": None, "better": None})  # fmt: skip
+                continue
+            d, (lo, hi), n = stats.paired_diff_ci(va, vb, unit="item")
+            better = None
+            if lo > 0 or hi < 0:
+                a_wins = (lo > 0) == higher
+                better = a if a_wins else b
+            out.append({"a": a, "b": b, "metric": metric, "n": n, "d": d, "ci95": [lo, hi],
+                        "better": better})  # fmt: skip
+    return out
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
