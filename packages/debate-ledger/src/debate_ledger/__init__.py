@@ -16,7 +16,7 @@ from debate_ledger.runner import DebateConfig, run_debates
 from debate_ledger.schemas import LedgerError, LedgerRow, Question, read_ledger, read_questions
 from debate_ledger.screen import associate, spearman_exact_p, spearman_rho
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CODERS",
