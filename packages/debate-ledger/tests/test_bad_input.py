@@ -24,7 +24,7 @@ def _fails(capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -
 
 
 def test_directory_where_a_ledger_belongs(tmp_path, capsys):
-    _fails(capsys, ["validate", str(tmp_path)], f"{tmp_path}: cannot read")
+    _fails(capsys, ["validate", str(tmp_path)], f"{tmp_path}: is a directory")
 
 
 def test_missing_ledger(tmp_path, capsys):
@@ -60,7 +60,7 @@ def test_exact_p_needs_paired_finite_values(capsys):
 def test_run_with_a_questions_directory(tmp_path, capsys):
     _fails(capsys, ["run", "--ledger", str(tmp_path / "l.jsonl"), "--family", "f", "--model",
                     "m", "--base-url", "http://127.0.0.1:9/v1", "--questions", str(tmp_path)],
-           "cannot read")  # fmt: skip
+           "is a directory")  # fmt: skip
 
 
 def test_run_with_a_missing_local_model(tmp_path, capsys):

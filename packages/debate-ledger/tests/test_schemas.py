@@ -1,8 +1,10 @@
+from __future__ import annotations
+
 import json
 
 import pytest
 from debate_ledger.ledger import from_rows
-from debate_ledger.schemas import LedgerError, LedgerWriter, read_ledger, read_questions
+from debate_ledger.schemas import LedgerError, LedgerWriter, Question, read_ledger, read_questions
 
 
 def _rows(path):
@@ -24,10 +26,10 @@ def test_ledger_roundtrip_is_lossless(small_ledger, tmp_path):
 
 def test_rejects_schema_version_mismatch(small_ledger, tmp_path):
     raw = _rows(small_ledger)
-    raw[3]["schema"] = "debate-ledger/0"
+    raw[3]["schema"] = "debate-ledger/1"
     bad = tmp_path / "bad.jsonl"
     _write(bad, raw)
-    with pytest.raises(LedgerError, match=r"bad.jsonl:4: schema 'debate-ledger/0'"):
+    with pytest.raises(LedgerError, match=r"bad.jsonl:4: schema 'debate-ledger/1' .* 0.1"):
         read_ledger(bad)
 
 
@@ -37,6 +39,26 @@ def test_rejects_unknown_option_naming_the_row(small_ledger, tmp_path):
     bad = tmp_path / "bad.jsonl"
     _write(bad, raw)
     with pytest.raises(LedgerError, match=r":6: answer 'H' is not one of the options ABCD"):
+        read_ledger(bad)
+
+
+def test_rejects_an_answer_that_is_not_the_shown_option(small_ledger, tmp_path):
+    raw = _rows(small_ledger)
+    row = next(r for r in raw if r["shown"] is not None and r["order"] != "ABCD")
+    row["answer"] = row["shown"]
+    row["correct"] = row["answer"] == row["gold"]
+    bad = tmp_path / "bad.jsonl"
+    _write(bad, raw)
+    with pytest.raises(LedgerError, match="is not the option shown as"):
+        read_ledger(bad)
+
+
+def test_rejects_a_bad_order(small_ledger, tmp_path):
+    raw = _rows(small_ledger)
+    raw[0]["order"] = "AABC"
+    bad = tmp_path / "bad.jsonl"
+    _write(bad, raw)
+    with pytest.raises(LedgerError, match=r":1: order 'AABC' is not a permutation of ABCD"):
         read_ledger(bad)
 
 
@@ -72,6 +94,17 @@ def test_missing_round_is_an_error_naming_the_debate(small_ledger, tmp_path):
         from_rows(read_ledger(bad))
 
 
+def test_mixed_run_configurations_are_refused(small_ledger, tmp_path):
+    raw = _rows(small_ledger)
+    for r in raw:
+        if r["model"] == "scripted/a" and r["question_id"] == raw[0]["question_id"]:
+            r["run"] = "0123456789ab"
+    bad = tmp_path / "bad.jsonl"
+    _write(bad, raw)
+    with pytest.raises(LedgerError, match="mixes run configurations"):
+        from_rows(read_ledger(bad))
+
+
 def test_torn_tail_only_tolerated_when_resuming(small_ledger, tmp_path):
     text = small_ledger.read_text()
     torn = tmp_path / "torn.jsonl"
@@ -88,3 +121,13 @@ def test_question_set_errors(tmp_path):
         read_questions(p)
     with pytest.raises(LedgerError, match="no such file"):
         read_questions(tmp_path / "missing.jsonl")
+    with pytest.raises(LedgerError, match="is a directory"):
+        read_questions(tmp_path)
+
+
+def test_render_with_an_order():
+    q = Question(id="q", text="Pick", options=["w", "x", "y", "z"], gold="C")
+    assert q.render() == "Pick A) w B) x C) y D) z"
+    assert q.render("CADB") == "Pick A) y B) w C) z D) x"
+    with pytest.raises(LedgerError, match="not a permutation"):
+        q.render("CAD")

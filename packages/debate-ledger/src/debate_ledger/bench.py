@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from debate_ledger.families import Family, simulate
+from debate_ledger.families import Profile, simulate
 from debate_ledger.ledger import reference_transitions, transitions
 from paperstack.contract import Report, Run
 from paperstack.errors import PaperstackError
@@ -28,13 +28,13 @@ FIELDS = ("collapse", "correction", "onset", "flip_round", "flip_agent")
 
 def run_bench(run: Run) -> Report:
     debates = int(run.args.debates)
-    repeats = 2 if run.quick else int(run.args.repeats)
+    repeats = min(3, int(run.args.repeats)) if run.quick else int(run.args.repeats)
     if run.quick:
         debates = min(debates, 20_000)
     if debates < 100:
         raise PaperstackError(f"--debates {debates}: needs at least 100")
     rng = np.random.default_rng(run.seed)
-    fam = Family("bench", accuracy=0.6, conformity=0.5, parse_fail=0.02)
+    fam = Profile("bench", accuracy=0.6, conformity=0.5, parse_fail=0.02)
     answers = simulate(fam, debates, 3, 2, 4, rng)
     gold = np.zeros(debates, dtype=np.int64)
     n_ref = min(debates, LOOP_SLICE)

@@ -16,6 +16,8 @@ The common flags and flow of ``demo`` and ``bench`` come from
 from __future__ import annotations
 
 import argparse
+import math
+import time
 from pathlib import Path
 
 from debate_ledger import __version__
@@ -56,6 +58,16 @@ def _temperature(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 # --------------------------------------------------------------------------- run
 
 
@@ -74,18 +86,37 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agents", type=_positive, default=3)
     p.add_argument("--rounds", type=_positive, default=2, help="rounds after round 0")
     p.add_argument(
-        "--seeds", type=parse_seeds, default=(0,), help="one debate per question per seed"
+        "--seeds", type=parse_seeds, default=(0,), help="one debate per question per seed (0-2)"
     )
     p.add_argument(
-        "--resamples", type=_non_negative, default=0, help="extra round-0 samples per agent"
+        "--resamples",
+        type=_non_negative,
+        default=None,
+        help="extra round-0 samples per agent (default: --rounds, so the majority-vote "
+        "baseline makes as many calls as the debate)",
     )
     p.add_argument("--visibility", choices=["all", "answers", "none"], default="all")
-    p.add_argument("--coder", default="letter-v1")
+    p.add_argument("--coder", default="letter-v2")
     p.add_argument("--temperature", type=_temperature, default=0.7)
-    p.add_argument("--max-new-tokens", type=_positive, default=256)
-    p.add_argument("--batch-size", type=_positive, default=8)
-    p.add_argument("--concurrency", type=_positive, default=4, help="requests in flight")
+    p.add_argument("--max-new-tokens", type=_positive, default=512)
+    p.add_argument("--no-shuffle", action="store_true", help="show options in the given order")
+    p.add_argument(
+        "--concurrency", type=_positive, default=4, help="requests in flight (--base-url)"
+    )
+    p.add_argument(
+        "--max-retries", type=_non_negative, default=3, help="retries per request (--base-url)"
+    )
+    p.add_argument(
+        "--timeout", type=_seconds, default=120.0, help="seconds per request (--base-url)"
+    )
+    p.add_argument(
+        "--cost-card",
+        type=Path,
+        default=None,
+        help="where this session's calls are added (default: cost_card.json beside the ledger)",
+    )
     p.add_argument("--device", default="cpu", help="cpu or cuda (a local --model)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or lines")
 
 
 @cli.command("run", "run one model's debates into a ledger (resumable)", _run_arguments)
@@ -96,7 +127,9 @@ def _run(args: argparse.Namespace) -> int:
     from debate_ledger.schemas import read_questions
     from paperstack.contract import check_device, check_model
     from paperstack.llm import ChatModel
+    from paperstack.progress import Progress, quiet_libraries
 
+    quiet_libraries()
     if args.questions is not None:
         questions = read_questions(args.questions)
     else:
@@ -104,38 +137,93 @@ def _run(args: argparse.Namespace) -> int:
     cfg = DebateConfig(
         agents=args.agents,
         rounds=args.rounds,
-        repeats=len(args.seeds),
-        resamples=args.resamples,
+        seeds=tuple(args.seeds),
+        resamples=args.rounds if args.resamples is None else args.resamples,
         prompts=DebatePrompts(visibility=args.visibility),
         coder=args.coder,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
-        seed=args.seeds[0],
-        batch_size=args.batch_size,
-        concurrency=args.concurrency,
+        shuffle=not args.no_shuffle,
     )
     model: ChatModel
     if args.base_url is not None:
         from paperstack.llm import OpenAIChat
 
-        model = OpenAIChat(args.base_url, args.model, concurrency=args.concurrency)
+        model = OpenAIChat(
+            args.base_url,
+            args.model,
+            concurrency=args.concurrency,
+            max_retries=args.max_retries,
+            timeout=args.timeout,
+        )
     else:
         from paperstack.llm import TransformersChat
 
-        model = TransformersChat.from_pretrained(
-            check_model(args.model) or args.model,
-            device=check_device(args.device),
-            batch_size=args.batch_size,
-        )
+        device = check_device(args.device)
+        model = TransformersChat.from_pretrained(check_model(args.model) or args.model,
+                                                 device=device)  # fmt: skip
+    card = args.cost_card or args.ledger.parent / "cost_card.json"
+    started = time.time()
+    total = len(questions) * len(cfg.seeds) * cfg.agents * (cfg.rounds + 1 + cfg.resamples)
+    bar = Progress(total, f"{args.family}/{args.model}", enabled=not args.no_progress)
+    last: list[int | None] = [None]
 
-    def progress(done: int, total: int) -> None:
-        print(f"{PROG}: {done}/{total} rows", flush=True)
+    def progress(done: int, _total: int) -> None:
+        previous = last[0]
+        if previous is not None:
+            bar.advance(done - previous)
+        else:
+            bar.completed = done
+        last[0] = done
 
-    rows = run_debates(
-        model, questions, args.ledger, family=args.family, config=cfg, progress=progress
+    result = None
+    try:
+        with bar:
+            result = run_debates(model, questions, args.ledger, family=args.family, config=cfg,
+                                 progress=progress)  # fmt: skip
+    finally:
+        _add_session(card, args, model, cfg, started, result)
+    print(
+        f"{PROG}: {len(result.rows)} rows of {args.family}/{args.model} in {args.ledger} "
+        f"({result.written} new, run {result.run}, {result.seconds:.0f} s); costs in {card}"
     )
-    print(f"{PROG}: {len(rows)} rows of family {args.family} in {args.ledger}")
     return 0
+
+
+def _add_session(card: Path, args: argparse.Namespace, model: object, cfg: object,
+                 started: float, result: object) -> None:  # fmt: skip
+    """Append this session's calls (the backend's own cost ledger: the server's token counts,
+    retries, failures) to the cost card, also when the run failed."""
+    import datetime
+    import json
+
+    from debate_ledger.runner import config_hash
+    from paperstack.llm import CostLedger
+    from paperstack.records import atomic_write_json
+
+    ledger = getattr(result, "cost", None) or getattr(model, "ledger", None)
+    if not isinstance(ledger, CostLedger):
+        return
+    data: dict = {"sessions": []}
+    if card.is_file():
+        try:
+            loaded = json.loads(card.read_text())
+            if isinstance(loaded, dict) and isinstance(loaded.get("sessions"), list):
+                data = loaded
+        except (OSError, json.JSONDecodeError):
+            raise PaperstackError(f"{card}: not a readable cost card; move it away") from None
+    data["sessions"].append({
+        "ledger": str(args.ledger), "family": args.family, "model": args.model,
+        "base_url": args.base_url, "run": config_hash(cfg),  # type: ignore[arg-type]
+        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
+        .isoformat(timespec="seconds"),
+        "completed": result is not None, "rows_written": getattr(result, "written", None),
+        **ledger.to_json(),
+    })  # fmt: skip
+    keys = ("calls", "failed", "retries", "prompt_tokens", "completion_tokens", "total_tokens",
+            "unmetered_calls", "request_seconds")  # fmt: skip
+    data["totals"] = {k: round(sum(s.get(k, 0) or 0 for s in data["sessions"]), 3) for k in keys}
+    atomic_write_json(card, data)
 
 
 # --------------------------------------------------------------------------- ledger commands
@@ -154,7 +242,8 @@ def _validate(args: argparse.Namespace) -> int:
     arr = from_rows(rows, source=str(args.ledger))
     print(
         f"{PROG}: {args.ledger}: {len(rows)} rows, {arr.n_debates} debates, "
-        f"{len(arr.families)} families, {arr.n_agents} agents, rounds 0..{arr.n_rounds}: valid"
+        f"{len(arr.models)} models in {len(arr.families)} families, {arr.n_agents} agents, "
+        f"rounds 0..{arr.n_rounds}, {arr.n_resamples} resamples: valid"
     )
     return 0
 
@@ -169,6 +258,9 @@ def _rebuild_arguments(p: argparse.ArgumentParser) -> None:
         help="JSON {model: {input_per_mtok, output_per_mtok}} for the cost card",
     )
     p.add_argument("--gate-probe", default="agreement")
+    p.add_argument(
+        "--recode", default=None, help="re-code every response with this coder (e.g. letter-v2)"
+    )
 
 
 @cli.command(
@@ -179,11 +271,17 @@ def _rebuild_arguments(p: argparse.ArgumentParser) -> None:
 def _rebuild(args: argparse.Namespace) -> int:
     from debate_ledger.rebuild import rebuild, tree_digest
 
-    summary = rebuild(args.ledger, args.out, prices=args.prices, gate_probe=args.gate_probe)
+    summary = rebuild(
+        args.ledger, args.out, prices=args.prices, gate_probe=args.gate_probe, recode=args.recode
+    )
     digest = tree_digest(args.out)
+    moved = ""
+    if "recode" in summary:
+        rc = summary["recode"]
+        moved = f"; re-coded with {rc['coder']}: {rc['rows_changed']} of {rc['rows']} answers moved"
     print(
         f"{PROG}: rebuilt {len(digest)} files in {args.out} from {summary['debates']} debates "
-        "(no model calls)"
+        f"(no model calls){moved}"
     )
     return 0
 
@@ -219,18 +317,26 @@ def _exact_p_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vs", type=float, nargs="+", required=True)
 
 
-@cli.command("exact-p", "Spearman rho and its exact two-sided p (G <= 10)", _exact_p_arguments)
+@cli.command(
+    "exact-p",
+    "Spearman rho and its two-sided permutation p (exact up to G = 10, Monte Carlo above)",
+    _exact_p_arguments,
+)
 def _exact_p(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from debate_ledger.screen import spearman_exact_p, spearman_rho
+    from debate_ledger.screen import spearman_p, spearman_rho
 
     if len(args.x) != len(args.vs):
         raise PaperstackError(f"x has {len(args.x)} values but --vs has {len(args.vs)}")
     x, y = np.array(args.x), np.array(args.vs)
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise PaperstackError("exact-p: every value must be a finite number")
-    print(f"rho = {spearman_rho(x, y):.6f}  exact two-sided p = {spearman_exact_p(x, y):.6f}")
+    pv = spearman_p(x, y)
+    if pv.method == "exact":
+        text = f"exact two-sided p = {pv.p:.6f} ({pv.permutations} permutations)"
+    else:
+        text = (f"Monte-Carlo two-sided p = {pv.p:.6f} ± {pv.se:.6f} ({pv.permutations} "
+                "random permutations)")  # fmt: skip
+    print(f"rho = {spearman_rho(x, y):.6f}  {text}")
     return 0
 
 
@@ -266,7 +372,7 @@ def demo(run: Run) -> Report:
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debates", type=_positive, default=100_000, help="simulated debates")
-    p.add_argument("--repeats", type=_positive, default=3, help="timed repeats (paired)")
+    p.add_argument("--repeats", type=_positive, default=5, help="timed repeats (paired)")
 
 
 @cli.bench(arguments=_bench_arguments, seeds=1, devices=("cpu",))
