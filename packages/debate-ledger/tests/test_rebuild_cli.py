@@ -59,7 +59,7 @@ def test_recode_reports_what_moved(small_ledger, tmp_path):
 
 def test_cli_rebuild_validate_and_exact_p(small_ledger, tmp_path, capsys):
     assert main(["validate", str(small_ledger)]) == 0
-    assert "3 models in 3 families" in capsys.readouterr().out
+    assert "3 model(s) in 3 family(ies)" in capsys.readouterr().out
     assert main(["rebuild", str(small_ledger), "--out", str(tmp_path / "t")]) == 0
     assert (tmp_path / "t" / "transitions.md").is_file()
     argv = [

@@ -15,6 +15,13 @@ def _write(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _refused(raw, tmp_path, match, read=read_ledger):
+    bad = tmp_path / "bad.jsonl"
+    _write(bad, raw)
+    with pytest.raises(LedgerError, match=match):
+        read(bad)
+
+
 def test_ledger_roundtrip_is_lossless(small_ledger, tmp_path):
     rows = read_ledger(small_ledger)
     copy = tmp_path / "copy.jsonl"
@@ -27,19 +34,13 @@ def test_ledger_roundtrip_is_lossless(small_ledger, tmp_path):
 def test_rejects_schema_version_mismatch(small_ledger, tmp_path):
     raw = _rows(small_ledger)
     raw[3]["schema"] = "debate-ledger/1"
-    bad = tmp_path / "bad.jsonl"
-    _write(bad, raw)
-    with pytest.raises(LedgerError, match=r"bad.jsonl:4: schema 'debate-ledger/1' .* 0.1"):
-        read_ledger(bad)
+    _refused(raw, tmp_path, r"bad.jsonl:4: schema 'debate-ledger/1' .* 0.1")
 
 
 def test_rejects_unknown_option_naming_the_row(small_ledger, tmp_path):
     raw = _rows(small_ledger)
     raw[5]["answer"] = "H"
-    bad = tmp_path / "bad.jsonl"
-    _write(bad, raw)
-    with pytest.raises(LedgerError, match=r":6: answer 'H' is not one of the options ABCD"):
-        read_ledger(bad)
+    _refused(raw, tmp_path, r":6: answer 'H' is not one of the options ABCD")
 
 
 def test_rejects_an_answer_that_is_not_the_shown_option(small_ledger, tmp_path):
@@ -47,19 +48,13 @@ def test_rejects_an_answer_that_is_not_the_shown_option(small_ledger, tmp_path):
     row = next(r for r in raw if r["shown"] is not None and r["order"] != "ABCD")
     row["answer"] = row["shown"]
     row["correct"] = row["answer"] == row["gold"]
-    bad = tmp_path / "bad.jsonl"
-    _write(bad, raw)
-    with pytest.raises(LedgerError, match="is not the option shown as"):
-        read_ledger(bad)
+    _refused(raw, tmp_path, "is not the option shown as")
 
 
 def test_rejects_a_bad_order(small_ledger, tmp_path):
     raw = _rows(small_ledger)
     raw[0]["order"] = "AABC"
-    bad = tmp_path / "bad.jsonl"
-    _write(bad, raw)
-    with pytest.raises(LedgerError, match=r":1: order 'AABC' is not a permutation of ABCD"):
-        read_ledger(bad)
+    _refused(raw, tmp_path, r":1: order 'AABC' is not a permutation of ABCD")
 
 
 def test_rejects_duplicate_rows(small_ledger, tmp_path):
@@ -76,10 +71,7 @@ def test_rejects_contradictory_correct_flag(small_ledger, tmp_path):
     raw = _rows(small_ledger)
     row = next(r for r in raw if r["answer"] is not None and r["answer"] != r["gold"])
     row["correct"] = True
-    bad = tmp_path / "bad.jsonl"
-    _write(bad, raw)
-    with pytest.raises(LedgerError, match="correct=True contradicts"):
-        read_ledger(bad)
+    _refused(raw, tmp_path, "correct=True contradicts")
 
 
 def test_missing_round_is_an_error_naming_the_debate(small_ledger, tmp_path):
@@ -99,10 +91,7 @@ def test_mixed_run_configurations_are_refused(small_ledger, tmp_path):
     for r in raw:
         if r["model"] == "scripted/a" and r["question_id"] == raw[0]["question_id"]:
             r["run"] = "0123456789ab"
-    bad = tmp_path / "bad.jsonl"
-    _write(bad, raw)
-    with pytest.raises(LedgerError, match="mixes run configurations"):
-        from_rows(read_ledger(bad))
+    _refused(raw, tmp_path, "mixes run configurations", lambda p: from_rows(read_ledger(p)))
 
 
 def test_torn_tail_only_tolerated_when_resuming(small_ledger, tmp_path):

@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from debate_ledger import __version__
 from paperstack.contract import ContractCLI, Report, Run, parse_seeds
@@ -28,44 +30,32 @@ PROG = "debate-ledger"
 cli = ContractCLI(PROG, "debate-ledger", __version__, __doc__)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _bounded(
+    cast: Callable[[str], float], low: float, high: float = math.inf, *, strict: bool = False
+) -> Callable[[str], Any]:
+    """An argparse type: ``cast(text)`` within [low, high] (``strict``: above ``low``)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        above = value > low if strict else value >= low
+        if not (math.isfinite(value) and above and value <= high):
+            if high < math.inf:
+                bound = f"in [{low:g}, {high:g}]"
+            else:
+                bound = f"> {low:g}" if strict else f">= {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 2.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2], got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+_positive = _bounded(int, 1)
+_non_negative = _bounded(int, 0)
+_temperature = _bounded(float, 0.0, 2.0)
+_seconds = _bounded(float, 0.0, strict=True)
 
 
 # --------------------------------------------------------------------------- run
@@ -242,8 +232,8 @@ def _validate(args: argparse.Namespace) -> int:
     arr = from_rows(rows, source=str(args.ledger))
     print(
         f"{PROG}: {args.ledger}: {len(rows)} rows, {arr.n_debates} debates, "
-        f"{len(arr.models)} models in {len(arr.families)} families, {arr.n_agents} agents, "
-        f"rounds 0..{arr.n_rounds}, {arr.n_resamples} resamples: valid"
+        f"{len(arr.models)} model(s) in {len(arr.families)} family(ies), {arr.n_agents} agents, "
+        f"rounds 0..{arr.n_rounds}, {arr.n_resamples} resamples per agent: valid"
     )
     return 0
 

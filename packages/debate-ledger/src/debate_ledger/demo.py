@@ -5,8 +5,9 @@ Protocol (``--quick`` in brackets), fixed before any claim was looked at: 3 agen
 2 round-0 resamples per agent (so the majority vote over the 9 independent round-0 answers makes
 exactly as many calls as the debate); questions = 160 fact-world MCQs + the 40 shipped
 team-written MCQs [24 + 16], options shuffled per debate; one debate per question per seed, 3
-seeds [1] (``--seeds`` picks them); the scripted families of
-:data:`~debate_ledger.families.DEMO_MODELS` answer through the default chat prompts; the LM
+seeds [1] (``--seeds`` picks them); the scripted models of
+:data:`~debate_ledger.families.DEMO_MODELS` (two per family [the first of each]) answer through
+the default chat prompts; the LM
 family is a tiny Llama trained on the fact world's MCQs (``tiny`` preset, 400 steps [``micro``,
 30 steps]) answering a bare letter at temperature 1, or ``--model`` (a real chat model, with
 the chat prompts, 512 new tokens, temperature 0.7). G = 7 families for the screen.
@@ -61,6 +62,7 @@ class DemoConfig:
     resamples: int = 2  # = rounds: the majority vote is call-matched
     sim_debates: int = 200_000
     resume_questions: int = 12
+    models_per_family: int = 2
     tiny_preset: str = "tiny"
     tiny_steps: int | None = None  # the core's recipe for the facts task (400)
 
@@ -73,6 +75,7 @@ class DemoConfig:
             n_mcq=16,
             sim_debates=20_000,
             resume_questions=6,
+            models_per_family=1,  # the first model of each family: G stays 7
             tiny_preset=QUICK_PRESET,
             tiny_steps=QUICK_STEPS,
         )
@@ -210,15 +213,21 @@ def run_demo(run: Run) -> Report:
     )
     lm, lm_family, lm_cfg = _lm(run, cfg, seeds)
     per_pop = len(questions) * len(seeds) * cfg.agents * (cfg.rounds + 1 + cfg.resamples)
-    debaters = {p.name: ScriptedDebater.for_questions(p, questions) for _, p in DEMO_MODELS}
-    with run.progress(per_pop * (len(DEMO_MODELS) + 1), "debate calls") as bar:
-        for family, profile in DEMO_MODELS:
+    counts: dict[str, int] = {}
+    models = []
+    for family, profile in DEMO_MODELS:
+        counts[family] = counts.get(family, 0) + 1
+        if counts[family] <= cfg.models_per_family:
+            models.append((family, profile))
+    debaters = {p.name: ScriptedDebater.for_questions(p, questions) for _, p in models}
+    with run.progress(per_pop * (len(models) + 1), "debate calls") as bar:
+        for family, profile in models:
             run_debates(debaters[profile.name], questions, ledger, family=family,
                         config=chat_cfg, progress=_Ticker(bar))  # fmt: skip
         lm_result = run_debates(lm, questions, ledger, family=lm_family, config=lm_cfg,
                                 progress=_Ticker(bar))  # fmt: skip
     t_debated = time.perf_counter()
-    run.log(f"debated {len(DEMO_MODELS) + 1} models ({t_debated - t_start:.0f} s)")
+    run.log(f"debated {len(models) + 1} models ({t_debated - t_start:.0f} s)")
     rows_all = read_ledger(ledger)
 
     # exact checks of the machinery
@@ -266,7 +275,7 @@ def run_demo(run: Run) -> Report:
     rng = np.random.default_rng(12345)
     truth_lines = ["| model | collapses | expected [95% PI] | corrections | expected [95% PI] |",
                    "|---|---|---|---|---|"]  # fmt: skip
-    for _, profile in DEMO_MODELS:
+    for _, profile in models:
         sim = simulate(profile, cfg.sim_debates, cfg.agents, cfg.rounds, 4, rng)
         st = transitions(sim, np.zeros(len(sim), dtype=np.int64))
         g = pm[debaters[profile.name].name]
@@ -414,8 +423,8 @@ def run_demo(run: Run) -> Report:
         f"{len(summary['models'])} models in {len(summary['families'])} families x "
         f"{len(questions)} questions x {len(seeds)} seed(s) = {summary['debates']} debates; "
         f"{cfg.agents} agents, rounds 0..{cfg.rounds}, {cfg.resamples} round-0 resamples per "
-        f"agent, options shuffled per debate; seeds {', '.join(map(str, seeds))}. Twelve "
-        "scripted models with known behaviour in six families, and the LM family "
+        f"agent, options shuffled per debate; seeds {', '.join(map(str, seeds))}. "
+        f"{len(models)} scripted models with known behaviour in six families, and the LM family "
         f"`{lm_result.rows[0].model}`. Every table below is rebuilt from `ledger.jsonl` alone "
         "(`debate-ledger rebuild ledger.jsonl --out tables`). Toy scale: the scripted families "
         "are not LLMs, so the screen and replay numbers describe this world, not the paper's.\n\n"

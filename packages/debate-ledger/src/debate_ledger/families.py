@@ -43,7 +43,7 @@ import numpy as np
 from debate_ledger.coders import DEFAULT_CODER, code_answer
 from debate_ledger.schemas import LETTERS, LedgerError, LedgerRow, Question
 from paperstack.llm import RuleAgent
-from paperstack.llm.base import GenerationConfig, Prompt, as_messages, check_prompts
+from paperstack.llm.base import Prompt, as_messages, check_prompts
 
 __all__ = [
     "DEMO_MODELS",
@@ -234,20 +234,12 @@ class ScriptedDebater(RuleAgent):
         u = self.draws(seed, messages)
         return _text(decide(self.profile, n, gold, own, others, later, u), u)
 
-    def generate(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        n: int = 1,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
+    def generate(  # type: ignore[override]
+        self, prompts: Sequence[Prompt], *, n: int = 1, seed: int | None = None, **_: Any
     ) -> list[list[str]]:
-        """One reply per prompt, drawn with ``seed`` (``n`` copies of it)."""
-        cfg = GenerationConfig(max_new_tokens, temperature, top_p, n, seed, stop)
-        return [[self._reply(as_messages(p), cfg.seed)] * cfg.n for p in check_prompts(prompts)]
+        """One reply per prompt, drawn with ``seed`` (``n`` copies of it); a rule has no
+        temperature, token budget or stop strings."""
+        return [[self._reply(as_messages(p), seed)] * n for p in check_prompts(prompts)]
 
 
 def rule_mismatches(debater: ScriptedDebater, rows: Sequence[LedgerRow]) -> tuple[int, int]:

@@ -451,6 +451,8 @@ def render(summary: dict[str, Any], out: Path) -> list[Path]:
               r["other_losses"], r["utility"], _ci(r["utility_per_debate"], 4)]
              for r in summary["replay"]],
         )
+        + ("" if len(summary["models"]) >= 2 else "\nNo gated freeze: it is fit "
+           "leave-one-model-out and this ledger holds one model.\n")
     )  # fmt: skip
     vote = summary["vote"]
     if "debate_minus_vote" in vote:
