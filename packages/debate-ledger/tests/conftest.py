@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+import os
+
+# One torch thread in the tests (and in the transformers serve they start, which inherits it):
+# on shared cores more threads only spin.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import numpy as np
 import pytest
 from debate_ledger.families import Profile, ScriptedDebater

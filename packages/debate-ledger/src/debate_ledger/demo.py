@@ -26,6 +26,7 @@ p = 0.0123; 0.767, p = 0.0877), and debate against the call-matched majority vot
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -125,8 +126,18 @@ class _Ticker:
 
 
 def _lm(run: Run, cfg: DemoConfig, seeds: tuple[int, ...]) -> tuple[Any, str, DebateConfig]:
-    """The LM family: the tiny model (or ``--model``) and its protocol."""
+    """The LM family: the tiny model (or ``--model``) and its protocol.
+
+    The runner sends one call at a time, and a tiny model's batch-1 forward gains nothing from
+    more threads: on busy cores two OpenMP threads made the quick demo's LM family 15x slower
+    (measured in the isolation session). So one torch thread, unless ``OMP_NUM_THREADS`` says
+    otherwise."""
+    import torch
+
     from paperstack.llm import TransformersChat
+
+    if not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(1)
 
     base = dict(agents=cfg.agents, rounds=cfg.rounds, seeds=seeds, resamples=cfg.resamples)
     if run.model is not None:
