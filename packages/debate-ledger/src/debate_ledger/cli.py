@@ -18,44 +18,33 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from debate_ledger import __version__
-from paperstack.contract import ContractCLI, Report, Run, parse_seeds
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    non_negative_int,
+    parse_seeds,
+    positive_float,
+    positive_int,
+)
 from paperstack.errors import PaperstackError
 
 PROG = "debate-ledger"
 cli = ContractCLI(PROG, "debate-ledger", __version__, __doc__)
 
 
-def _bounded(
-    cast: Callable[[str], float], low: float, high: float = math.inf, *, strict: bool = False
-) -> Callable[[str], Any]:
-    """An argparse type: ``cast(text)`` within [low, high] (``strict``: above ``low``)."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        above = value > low if strict else value >= low
-        if not (math.isfinite(value) and above and value <= high):
-            if high < math.inf:
-                bound = f"in [{low:g}, {high:g}]"
-            else:
-                bound = f"> {low:g}" if strict else f">= {low:g}"
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
-        return value
-
-    return parse
-
-
-_positive = _bounded(int, 1)
-_non_negative = _bounded(int, 0)
-_temperature = _bounded(float, 0.0, 2.0)
-_seconds = _bounded(float, 0.0, strict=True)
+def _temperature(text: str) -> float:
+    """argparse type: a sampling temperature in [0, 2] (what OpenAI-compatible servers accept)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 2.0):
+        raise argparse.ArgumentTypeError(f"must be in [0, 2], got {text}")
+    return value
 
 
 # --------------------------------------------------------------------------- run
@@ -73,14 +62,14 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         default="mcq",
         help="shipped question set when --questions is not given",
     )
-    p.add_argument("--agents", type=_positive, default=3)
-    p.add_argument("--rounds", type=_positive, default=2, help="rounds after round 0")
+    p.add_argument("--agents", type=positive_int, default=3)
+    p.add_argument("--rounds", type=positive_int, default=2, help="rounds after round 0")
     p.add_argument(
         "--seeds", type=parse_seeds, default=(0,), help="one debate per question per seed (0-2)"
     )
     p.add_argument(
         "--resamples",
-        type=_non_negative,
+        type=non_negative_int,
         default=None,
         help="extra round-0 samples per agent (default: --rounds, so the majority-vote "
         "baseline makes as many calls as the debate)",
@@ -88,16 +77,16 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--visibility", choices=["all", "answers", "none"], default="all")
     p.add_argument("--coder", default="letter-v2")
     p.add_argument("--temperature", type=_temperature, default=0.7)
-    p.add_argument("--max-new-tokens", type=_positive, default=512)
+    p.add_argument("--max-new-tokens", type=positive_int, default=512)
     p.add_argument("--no-shuffle", action="store_true", help="show options in the given order")
     p.add_argument(
-        "--concurrency", type=_positive, default=4, help="requests in flight (--base-url)"
+        "--concurrency", type=positive_int, default=4, help="requests in flight (--base-url)"
     )
     p.add_argument(
-        "--max-retries", type=_non_negative, default=3, help="retries per request (--base-url)"
+        "--max-retries", type=non_negative_int, default=3, help="retries per request (--base-url)"
     )
     p.add_argument(
-        "--timeout", type=_seconds, default=120.0, help="seconds per request (--base-url)"
+        "--timeout", type=positive_float, default=120.0, help="seconds per request (--base-url)"
     )
     p.add_argument(
         "--cost-card",
@@ -361,8 +350,8 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--debates", type=_positive, default=100_000, help="simulated debates")
-    p.add_argument("--repeats", type=_positive, default=5, help="timed repeats (paired)")
+    p.add_argument("--debates", type=positive_int, default=100_000, help="simulated debates")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (paired)")
 
 
 @cli.bench(arguments=_bench_arguments, seeds=1, devices=("cpu",))
