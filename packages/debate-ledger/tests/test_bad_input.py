@@ -55,6 +55,16 @@ def test_exact_p_needs_paired_finite_values(capsys):
     _fails(capsys, ["exact-p", "1", "2", "3", "--vs", "1", "2"], "x has 3 values but --vs has 2")
     _fails(capsys, ["exact-p", "1", "2", "nan", "--vs", "1", "2", "3"], "finite")
     _fails(capsys, ["exact-p", "1", "2", "--vs", "2", "1"], "families, got 2")
+    _fails(capsys, ["exact-p", "1", "1", "1", "--vs", "1", "2", "3"], "rho is undefined")
+
+
+def test_run_with_a_ledger_directory_fails_before_loading_a_model(tmp_path, capsys):
+    _fails(capsys, ["run", "--ledger", str(tmp_path), "--family", "f", "--model", "m"],
+           "is a directory")  # fmt: skip
+    _fails(capsys, ["run", "--ledger", str(tmp_path / "no" / "l.jsonl"), "--family", "f",
+                    "--model", "m"], "no such directory")  # fmt: skip
+    _fails(capsys, ["run", "--ledger", str(tmp_path / "l.jsonl"), "--family", "f", "--model",
+                    "m", "--cost-card", str(tmp_path)], "--cost-card")  # fmt: skip
 
 
 def test_run_with_a_questions_directory(tmp_path, capsys):

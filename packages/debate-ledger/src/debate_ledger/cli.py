@@ -109,6 +109,12 @@ def _run(args: argparse.Namespace) -> int:
     from paperstack.progress import Progress, quiet_libraries
 
     quiet_libraries()
+    # Paths first: a bad --ledger or --cost-card is one line before any model is loaded.
+    for flag, path in (("--ledger", args.ledger), ("--cost-card", args.cost_card)):
+        if path is not None and path.is_dir():
+            raise PaperstackError(f"{flag} {path}: is a directory; name a file")
+    if not args.ledger.parent.is_dir():
+        raise PaperstackError(f"--ledger {args.ledger}: no such directory {args.ledger.parent}")
     if args.questions is not None:
         questions = read_questions(args.questions)
     else:
@@ -309,6 +315,9 @@ def _exact_p(args: argparse.Namespace) -> int:
     if len(args.x) != len(args.vs):
         raise PaperstackError(f"x has {len(args.x)} values but --vs has {len(args.vs)}")
     x, y = np.array(args.x), np.array(args.vs)
+    for name, values in (("x", x), ("--vs", y)):
+        if len(values) and np.all(values == values[0]):
+            raise PaperstackError(f"{name}: every value is {values[0]:g}; rho is undefined")
     pv = spearman_p(x, y)
     if pv.method == "exact":
         text = f"exact two-sided p = {pv.p:.6f} ({pv.permutations} permutations)"
