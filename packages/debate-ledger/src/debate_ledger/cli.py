@@ -113,8 +113,6 @@ def _run(args: argparse.Namespace) -> int:
     for flag, path in (("--ledger", args.ledger), ("--cost-card", args.cost_card)):
         if path is not None and path.is_dir():
             raise PaperstackError(f"{flag} {path}: is a directory; name a file")
-    if not args.ledger.parent.is_dir():
-        raise PaperstackError(f"--ledger {args.ledger}: no such directory {args.ledger.parent}")
     if args.questions is not None:
         questions = read_questions(args.questions)
     else:
