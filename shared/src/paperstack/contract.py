@@ -61,6 +61,7 @@ __all__ = [
     "parse_seeds",
     "positive_float",
     "positive_int",
+    "positive_int_list",
 ]
 
 #: What a Hugging Face hub id looks like: ``name`` or ``owner/name``; anything else is a path.
@@ -429,6 +430,17 @@ def fraction(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
+
+
+def positive_int_list(text: str) -> tuple[int, ...]:
+    """argparse type: a comma-separated list of integers >= 1 (``--contexts 4096,8192``)."""
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"no values in {text!r}")
+    try:
+        return tuple(positive_int(x) for x in parts)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 _non_negative = non_negative_int

@@ -21,39 +21,13 @@ The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--d
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
-from paperstack.contract import ContractCLI, Report, Run
+from paperstack.contract import ContractCLI, Report, Run, positive_int, positive_int_list
 from paperstack.errors import PaperstackError
 from saga_attention import __version__
 
 cli = ContractCLI("saga", "saga-attention", __version__, __doc__)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _positive_list(what: str) -> Callable[[str], tuple[int, ...]]:
-    def parse(text: str) -> tuple[int, ...]:
-        try:
-            values = tuple(int(x) for x in text.split(",") if x.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"not a comma-separated list of integers: {text!r}"
-            ) from None
-        if not values or min(values) < 1:
-            raise argparse.ArgumentTypeError(f"needs positive {what}, got {text!r}")
-        return values
-
-    return parse
 
 
 def _threads(n: int | None) -> None:
@@ -65,7 +39,7 @@ def _threads(n: int | None) -> None:
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=_positive, default=None, help="torch threads (default 1)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default 1)")
 
 
 @cli.demo(arguments=_demo_arguments, seeds=5, quick_seeds=1, model=None, devices=("cpu",))
@@ -86,22 +60,22 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repeats", type=_positive, default=None, help="timed repeats per system")
+    p.add_argument("--repeats", type=positive_int, default=None, help="timed repeats per system")
     p.add_argument(
         "--contexts",
-        type=_positive_list("context lengths"),
+        type=positive_int_list,
         default=None,
         help="decode-step contexts (default 4096,8192,16384,32768; cuda 8K-128K)",
     )
     p.add_argument(
         "--key-heads",
-        type=_positive_list("key-head counts"),
+        type=positive_int_list,
         default=(1, 2, 4),
         help="H_k sweep of SAGA + Atop-N (default 1,2,4; each must divide H_q=32)",
     )
     p.add_argument(
         "--e2e-contexts",
-        type=_positive_list("context lengths"),
+        type=positive_int_list,
         default=None,
         help="end-to-end model decode contexts (CPU default 16384,65536; 512 with --quick; "
         "none on cuda)",
@@ -128,7 +102,7 @@ def bench(run: Run) -> Report:
 
 def _convert_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=Path, required=True, help="GQA checkpoint directory")
-    p.add_argument("--key-heads", type=_positive, required=True, help="H_k of the result")
+    p.add_argument("--key-heads", type=positive_int, required=True, help="H_k of the result")
     p.add_argument("--out", type=Path, required=True, help="directory for the SAGA model")
     p.add_argument("--steps", type=int, default=150, help="fine-tuning steps (0: pool only)")
     p.add_argument("--seed", type=int, default=0)
