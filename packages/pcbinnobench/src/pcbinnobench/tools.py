@@ -246,11 +246,12 @@ class Sandbox:
             board = design.load_board(path)
             lines = [f"board {path.name}: {len(board.footprints)} footprints, nets: "
                      + ", ".join(board.nets)]  # fmt: skip
+            f = sexpr.format_number
             for fp in board.footprints.values():
-                pads = " ".join(f"{p.number}@({p.x:.4g},{p.y:.4g})={p.net or '-'}"
+                pads = " ".join(f"{p.number}@({f(p.x)},{f(p.y)})={p.net or '-'}"
                                 for p in fp.pads)  # fmt: skip
-                lines.append(f"{fp.ref} {fp.value} {fp.lib_id} at ({fp.x:.4g}, {fp.y:.4g}, "
-                             f"{fp.rotation:g}) pads {pads}")  # fmt: skip
+                lines.append(f"{fp.ref} {fp.value} {fp.lib_id} at ({f(fp.x)}, {f(fp.y)}, "
+                             f"{f(fp.rotation)}) pads {pads}")  # fmt: skip
             lines.append(f"{len(board.tracks)} track segments, {len(board.vias)} vias")
             return "\n".join(lines)
         if path.suffix == ".kicad_sch":
