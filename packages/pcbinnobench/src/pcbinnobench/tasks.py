@@ -13,13 +13,18 @@ On disk a task set is two sibling trees::
 
 An agent works in a sandboxed copy of ``workspace/`` only (:class:`pcbinnobench.tools.Sandbox`);
 nothing under ``hidden/`` is copied or reachable from it. The shipped set lives in the
-package's ``data/`` folder; ``--tasks DIR`` points the commands at another set with the same
-layout.
+paperstack cache, built from :mod:`pcbinnobench.catalog` on first use
+(``pcbinnobench build-tasks --out DIR`` writes it anywhere); ``--tasks DIR`` points the
+commands at another set with the same layout.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -68,9 +73,40 @@ class Task:
         return data
 
 
-def default_root() -> Path:
-    """The shipped task set inside the installed package."""
-    return Path(str(resources.files("pcbinnobench") / "data"))
+def _catalog_digest() -> str:
+    """SHA-256 of the code the shipped task set is built from (so a change rebuilds it)."""
+    h = hashlib.sha256()
+    for name in ("catalog.py", "parts.py", "edits.py", "sexpr.py", "design.py", "drc.py",
+                 "tools.py", "tasks.py"):  # fmt: skip
+        h.update((resources.files("pcbinnobench") / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def default_root(cache_dir: str | Path | None = None) -> Path:
+    """The shipped task set, built from :mod:`pcbinnobench.catalog` into the paperstack cache
+    once per version of the code that writes it (a temporary sibling renamed into place, so
+    two processes or a killed run never leave half a task set)."""
+    from paperstack.cache import cache_root
+
+    from pcbinnobench.catalog import build_all
+
+    root = cache_root(cache_dir) / "pcbinnobench" / f"tasks-{_catalog_digest()}"
+    if (root / "complete").is_file():
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tasks-", dir=root.parent))
+    try:
+        build_all(tmp)
+        (tmp / "complete").write_text("ok\n", encoding="utf-8")
+        try:
+            os.replace(tmp, root)
+        except OSError:
+            if not (root / "complete").is_file():  # another writer's half-built folder
+                shutil.rmtree(root, ignore_errors=True)
+                os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
 
 
 def _read_json(path: Path) -> Any:

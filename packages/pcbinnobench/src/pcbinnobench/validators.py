@@ -36,7 +36,7 @@ from pcbinnobench import design, drc, sexpr
 from pcbinnobench.design import Board, Schematic
 from pcbinnobench.errors import PcbBenchError
 
-__all__ = ["FAMILIES", "Check", "ValidationResult", "net_partition_diff", "validate"]
+__all__ = ["FAMILIES", "FAMILY_ORDER", "Check", "ValidationResult", "net_partition_diff", "validate"]
 
 #: check name prefix -> family, for the per-validator breakdown
 FAMILIES = {
@@ -47,6 +47,8 @@ FAMILIES = {
     "cross_artifact": "cross_artifact", "drc": "drc",
     "kicad_cli_drc": "kicad_cli", "kicad_cli_erc": "kicad_cli",
 }  # fmt: skip
+#: the families in report order
+FAMILY_ORDER = ("structural", "task", "cross_artifact", "drc", "kicad_cli")
 HIDDEN_NAMES = {"validators.json", "solution.json"}
 HIDDEN_DIRS = {"ground_truth", "original", "hidden", "evaluation"}
 POSITION_TOL = 0.01  # mm: an untouched footprint has not moved
