@@ -180,7 +180,7 @@ def run_episode(
                     messages.append({"role": "user", "content": observation})
                     break
             messages.append({"role": "user", "content": f"Observation:\n{observation}"})
-        tampered = tree_digest(box.root) != box.last_digest
+        tampered = box.tampered or tree_digest(box.root) != box.last_digest
         result = validate(box.root, task.hidden)
         if tampered:
             result.checks.insert(0, Check("workspace_integrity", "failed",

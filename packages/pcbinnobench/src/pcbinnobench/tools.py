@@ -129,6 +129,8 @@ class Sandbox:
                 shutil.copyfile(p, self.root / rel)
         self.keep = keep
         self.done = False
+        #: set when the files changed between two tool calls (an edit from outside the tools)
+        self.tampered = False
         self.last_digest = tree_digest(self.root)
 
     def __enter__(self) -> Sandbox:
@@ -171,7 +173,10 @@ class Sandbox:
     # ------------------------------------------------------------------ tools
 
     def execute(self, action: object) -> str:
-        """Run one action; the observation text (``error: ...`` when it failed)."""
+        """Run one action; the observation text (``error: ...`` when it failed). Files that
+        changed since the last tool call mark the sandbox :attr:`tampered`."""
+        if tree_digest(self.root) != self.last_digest:
+            self.tampered = True
         try:
             if not isinstance(action, dict):
                 raise ToolError('an action is {"tool": name, "args": {...}}')
