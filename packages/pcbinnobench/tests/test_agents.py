@@ -21,8 +21,9 @@ def _same(a, b):
         if isinstance(value, float | int):
             assert abs(float(got) - float(value)) < 1e-9, (key, a, b)
         elif key == "points":
-            assert [[float(x), float(y)] for x, y in got] == [[float(x), float(y)]
-                                                               for x, y in value]  # fmt: skip
+            assert [[float(x), float(y)] for x, y in got] == [
+                [float(x), float(y)] for x, y in value
+            ]
         else:
             assert got == value, (key, a, b)
 

@@ -33,8 +33,9 @@ def test_console_script_help_is_installed():
 @pytest.fixture(scope="module")
 def demo_out(tmp_path_factory, taskset):
     out = tmp_path_factory.mktemp("demo")
-    code = main(["demo", "--quick", "--no-progress", "--out", str(out), "--tasks", str(taskset),
-                 *FEW])  # fmt: skip
+    code = main(
+        ["demo", "--quick", "--no-progress", "--out", str(out), "--tasks", str(taskset), *FEW]
+    )
     assert code == 0
     return out
 
@@ -47,15 +48,25 @@ def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_out):
     assert ids[0] == "premise_trajectory_solves"
     assert {"validators_discriminate", "guidance_helps", "validators_catch_defects"} <= set(ids)
     for claim in results.claims:
-        again = Claim.compare(claim.id, claim.statement, results.rows, claim.lhs, claim.op,
-                              claim.rhs, claim.margin, exact=claim.exact)  # fmt: skip
+        again = Claim.compare(
+            claim.id,
+            claim.statement,
+            results.rows,
+            claim.lhs,
+            claim.op,
+            claim.rhs,
+            claim.margin,
+            exact=claim.exact,
+        )
         assert again.verdict == claim.verdict
     row = results.row("heuristic", "pass@1", "guided")
-    assert row.items is not None and sorted(row.items) == sorted(FEW[1::2])
+    assert row.items is not None
+    assert sorted(row.items) == sorted(FEW[1::2])
     assert results.row("oracle", "tasks_passed", "guided").value == 1.0
     assert results.row("do-nothing", "tasks_passed", "objective").value == 0.0
     report = (demo_out / "report.md").read_text()
-    assert "Per-validator breakdown" in report and "skipped" in report
+    assert "Per-validator breakdown" in report
+    assert "skipped" in report
     card = json.loads((demo_out / "cost_card.json").read_text())
     assert "heuristic/guided" in card["agents"]
     assert len((demo_out / "episodes.jsonl").read_text().splitlines()) == 3 * 2 * 3
@@ -80,14 +91,27 @@ def test_tasks_build_and_validate_commands(tmp_path, capsys, taskset):
     assert (tmp_path / "set" / "hidden" / "ldo_add_tvs" / "validators.json").is_file()
     ws = tmp_path / "set" / "tasks" / "ldo_add_tvs" / "workspace"
     capsys.readouterr()
-    assert main(["validate", "--tasks", str(tmp_path / "set"), "--task", "ldo_add_tvs",
-                 "--workspace", str(ws)]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "validate",
+                "--tasks",
+                str(tmp_path / "set"),
+                "--task",
+                "ldo_add_tvs",
+                "--workspace",
+                str(ws),
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
-    assert "ldo_add_tvs: failed" in out and "skipped" in out
+    assert "ldo_add_tvs: failed" in out
+    assert "skipped" in out
 
 
 @pytest.mark.parametrize(
-    "argv, fragment",
+    ("argv", "fragment"),
     [
         (["demo", "--out", "{tmp}/o", "--tasks", "{tmp}/nowhere"], "no such task-set"),
         (["demo", "--out", "{tmp}/o", "--task", "no_such_task"], "unknown task"),
@@ -104,7 +128,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, fragment):
         raise SystemExit(main(argv))
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert fragment in err and "Traceback" not in err
+    assert fragment in err
+    assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if not ln.startswith(("usage:", " "))]
-    assert len(lines) == 1 and fragment in lines[0], err  # argparse adds its usage lines
+    assert len(lines) == 1, err  # argparse adds its usage lines
+    assert fragment in lines[0]
     assert not (tmp_path / "o").exists()

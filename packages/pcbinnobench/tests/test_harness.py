@@ -45,13 +45,21 @@ def test_an_outside_edit_fails_the_episode(task):
 
 
 def test_budgets_and_unparseable_answers_end_the_episode(task):
-    ep = run_episode(task, _Say('{"tool": "list_files", "args": {}}'), "objective",
-                     Budget(max_calls=4))  # fmt: skip
-    assert ep.stop == "budget: model calls" and ep.calls == 4 and not ep.passed
+    ep = run_episode(
+        task, _Say('{"tool": "list_files", "args": {}}'), "objective", Budget(max_calls=4)
+    )
+    assert ep.stop == "budget: model calls"
+    assert ep.calls == 4
+    assert not ep.passed
     ep = run_episode(task, _Say("I am thinking"), "objective")
-    assert ep.stop == "no parseable action three times" and ep.calls == 3
-    ep = run_episode(task, _Say('{"tool": "read_file", "args": {"path": "x"}}'), "objective",
-                     Budget(max_tokens=10))  # fmt: skip
+    assert ep.stop == "no parseable action three times"
+    assert ep.calls == 3
+    ep = run_episode(
+        task,
+        _Say('{"tool": "read_file", "args": {"path": "x"}}'),
+        "objective",
+        Budget(max_tokens=10),
+    )
     assert ep.stop == "budget: tokens"
     with pytest.raises(PcbBenchError):
         Budget(max_calls=0)
@@ -59,32 +67,58 @@ def test_budgets_and_unparseable_answers_end_the_episode(task):
 
 def test_an_agent_deleting_the_board_gets_a_failed_check(task):
     pcb = next(task.workspace.glob("*.kicad_pcb")).name
-    ep = run_episode(task, _Say(json.dumps({"tool": "delete_file", "args": {"path": pcb}}),
-                                '{"tool": "done", "args": {}}'), "objective")  # fmt: skip
+    ep = run_episode(
+        task,
+        _Say(
+            json.dumps({"tool": "delete_file", "args": {"path": pcb}}),
+            '{"tool": "done", "args": {}}',
+        ),
+        "objective",
+    )
     assert not ep.passed
     assert any(c.name == f"parseable:{pcb}" and c.status == "failed" for c in ep.result.checks)
     assert (task.workspace / pcb).is_file()  # the shipped workspace is untouched
 
 
 def test_bad_tool_calls_are_observations_not_crashes(task):
-    ep = run_episode(task, _Say(json.dumps({"tool": "place", "args": {"ref": "C2", "x": "far"}}),
-                                json.dumps({"tool": "nope"}), json.dumps({"tool": "patch",
-                                "args": {"path": next(task.workspace.glob("*.kicad_pcb")).name,
-                                         "ops": [{"op": "set", "path": "footprint:C2/at",
-                                                  "value": "(at 1"}]}}),
-                                '{"tool": "done", "args": {}}'), "objective",
-                     keep_transcript=True)  # fmt: skip
-    errors = [m["content"] for m in ep.transcript if m["role"] == "user" and "error:" in
-              m["content"]]  # fmt: skip
-    assert len(errors) == 3 and ep.stop == "done" and not ep.passed
+    ep = run_episode(
+        task,
+        _Say(
+            json.dumps({"tool": "place", "args": {"ref": "C2", "x": "far"}}),
+            json.dumps({"tool": "nope"}),
+            json.dumps(
+                {
+                    "tool": "patch",
+                    "args": {
+                        "path": next(task.workspace.glob("*.kicad_pcb")).name,
+                        "ops": [{"op": "set", "path": "footprint:C2/at", "value": "(at 1"}],
+                    },
+                }
+            ),
+            '{"tool": "done", "args": {}}',
+        ),
+        "objective",
+        keep_transcript=True,
+    )
+    errors = [
+        m["content"] for m in ep.transcript if m["role"] == "user" and "error:" in m["content"]
+    ]
+    assert len(errors) == 3
+    assert ep.stop == "done"
+    assert not ep.passed
 
 
 def test_cost_card_counts_calls_tokens_and_tools(tasks):
-    eps = [run_episode(t, HeuristicAgent(), level) for t in tasks[:2]
-           for level in ("objective", "guided")]  # fmt: skip
+    eps = [
+        run_episode(t, HeuristicAgent(), level)
+        for t in tasks[:2]
+        for level in ("objective", "guided")
+    ]
     card = cost_card(eps)["agents"]
     assert set(card) == {"heuristic/objective", "heuristic/guided"}
     row = card["heuristic/guided"]
-    assert row["episodes"] == 2 and row["calls"] == sum(e.calls for e in eps[1::2])
-    assert row["tool_calls"]["list_files"] == 2 and row["estimated_tokens"]
+    assert row["episodes"] == 2
+    assert row["calls"] == sum(e.calls for e in eps[1::2])
+    assert row["tool_calls"]["list_files"] == 2
+    assert row["estimated_tokens"]
     assert row["prompt_tokens"] > 0

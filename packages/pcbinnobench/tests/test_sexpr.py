@@ -20,16 +20,20 @@ def test_every_shipped_file_round_trips_byte_for_byte(tasks):
 
 
 def test_numbers_keep_their_text_and_edits_write_kicad_numbers():
-    tree = sexpr.loads('(kicad_pcb (version 20241229) (at 12.000000 -0.50 90))')
+    tree = sexpr.loads("(kicad_pcb (version 20241229) (at 12.000000 -0.50 90))")
     assert sexpr.dumps(tree).count("12.000000") == 1
     assert sexpr.format_number(105.0) == "105"
     assert sexpr.format_number(-0.0000001) == "0"
 
 
 @pytest.mark.parametrize(
-    "text, fragment",
-    [("(kicad_pcb (version 20241229)", "unbalanced"), ("(kicad_pcb))", ""), ("", ""),
-     ('(kicad_pcb "unterminated)', "")],
+    ("text", "fragment"),
+    [
+        ("(kicad_pcb (version 20241229)", "unbalanced"),
+        ("(kicad_pcb))", ""),
+        ("", ""),
+        ('(kicad_pcb "unterminated)', ""),
+    ],
 )
 def test_malformed_s_expressions_are_one_error(tmp_path, text, fragment):
     path = tmp_path / "bad.kicad_pcb"
@@ -43,7 +47,7 @@ def test_malformed_s_expressions_are_one_error(tmp_path, text, fragment):
 def test_kicad6_board_is_refused_naming_the_format(tmp_path):
     path = tmp_path / "old.kicad_pcb"
     path.write_text(
-        '(kicad_pcb (version 20211014) (generator pcbnew)\n'
+        "(kicad_pcb (version 20211014) (generator pcbnew)\n"
         '  (footprint "R_0805" (layer "F.Cu") (at 10 10)\n'
         '    (fp_text reference "R1" (at 0 0) (layer "F.SilkS"))))\n',
         encoding="utf-8",
@@ -51,7 +55,9 @@ def test_kicad6_board_is_refused_naming_the_format(tmp_path):
     with pytest.raises(design.DesignError) as exc:
         design.read_tree(path, "kicad_pcb")
     msg = str(exc.value)
-    assert "KiCad 6" in msg and "fp_text" in msg and "KiCad 8" in msg
+    assert "KiCad 6" in msg
+    assert "fp_text" in msg
+    assert "KiCad 8" in msg
 
 
 def test_wrong_kind_directory_and_binary_are_one_error(tmp_path, task):
@@ -71,17 +77,20 @@ def test_design_model_reads_pads_nets_and_correspondence(task):
     sch = design.load_schematic(next(task.workspace.glob("*.kicad_sch")))
     assert set(board.footprints) == set(sch.parts())
     u1 = board.footprint("U1")
-    assert u1.pad("5").net == "+3V3" and u1.pad("2").net == "GND"
+    assert u1.pad("5").net == "+3V3"
+    assert u1.pad("2").net == "GND"
     pins = sch.pin_nets()
-    assert pins[("U1", "5")] == "+3V3" and pins[("C2", "2")] == "GND"
+    assert pins[("U1", "5")] == "+3V3"
+    assert pins[("C2", "2")] == "GND"
     for (ref, pad), net in board.pad_nets().items():
         assert pins.get((ref, pad)) == net
 
 
 def test_patch_selects_by_reference_and_refuses_bad_paths(task):
     pcb = design.read_tree(next(task.workspace.glob("*.kicad_pcb")), "kicad_pcb")
-    changed = sexpr.apply_patch(pcb, [{"op": "set", "path": "footprint:C2/at",
-                                       "value": "(at 120 100 90)"}])  # fmt: skip
+    changed = sexpr.apply_patch(
+        pcb, [{"op": "set", "path": "footprint:C2/at", "value": "(at 120 100 90)"}]
+    )
     assert changed == 1
     board = design.board_from_tree(pcb, "patched")
     assert (board.footprint("C2").x, board.footprint("C2").y) == (120, 100)

@@ -13,8 +13,14 @@ from pcbinnobench.tools import Sandbox, SandboxError, tree_digest
 def test_twelve_tasks_of_every_kind_with_two_prompt_levels(tasks):
     assert len(tasks) >= 12
     kinds = {t.kind for t in tasks}
-    assert {"decap_move", "add_tvs", "swap_footprint", "fix_net", "add_connector",
-            "change_value"} <= kinds  # fmt: skip
+    assert {
+        "decap_move",
+        "add_tvs",
+        "swap_footprint",
+        "fix_net",
+        "add_connector",
+        "change_value",
+    } <= kinds
     for t in tasks:
         assert set(t.prompts) == set(LEVELS)
         assert "Expert trajectory" in t.prompt("guided")
@@ -26,8 +32,10 @@ def test_hidden_package_lives_apart_from_the_workspace(tasks):
     for t in tasks:
         files = {p.name for p in t.workspace.rglob("*")}
         assert not files & {"validators.json", "solution.json", "ground_truth", "original"}
-        assert t.hidden not in t.workspace.parents and t.workspace not in t.hidden.parents
-        assert (t.hidden / "validators.json").is_file() and (t.hidden / "solution.json").is_file()
+        assert t.hidden not in t.workspace.parents
+        assert t.workspace not in t.hidden.parents
+        assert (t.hidden / "validators.json").is_file()
+        assert (t.hidden / "solution.json").is_file()
 
 
 def test_a_rebuild_is_byte_identical(tmp_path, taskset):
@@ -47,13 +55,15 @@ class _Snoop:
         self.actions = [
             {"tool": "read_file", "args": {"path": str(hid / "solution.json")}},
             {"tool": "read_file", "args": {"path": "../../hidden/" + task.id + "/solution.json"}},
-            {"tool": "read_file", "args": {"path": os.path.relpath(hid / "solution.json",
-                                                                    task.workspace)}},
+            {
+                "tool": "read_file",
+                "args": {"path": os.path.relpath(hid / "solution.json", task.workspace)},
+            },
             {"tool": "list_files", "args": {}},
             {"tool": "read_file", "args": {"path": "~/solution.json"}},
             {"tool": "write_file", "args": {"path": "../escape.txt", "content": "x"}},
             {"tool": "done", "args": {}},
-        ]  # fmt: skip
+        ]
         self.observations = []
 
     def generate(self, prompts, **kwargs):
@@ -74,7 +84,8 @@ def test_the_hidden_package_is_unreadable_from_the_sandbox(task):
     assert len(observations) == 6
     for obs, action in zip(observations, agent.actions, strict=False):
         if action["tool"] == "list_files":
-            assert "solution" not in obs and "validators" not in obs
+            assert "solution" not in obs
+            assert "validators" not in obs
         else:
             assert "error:" in obs, (action, obs)
     assert not any(secret[:40] in obs for obs in observations)

@@ -24,7 +24,9 @@ def test_every_task_fails_untouched_and_passes_with_the_oracle(tasks):
 def test_relayout_passes_and_every_mutant_fails(tasks):
     for t in (tasks[0], tasks[5]):
         audit = audit_task(t)
-        assert audit.truth.passed and audit.relayout.passed and audit.bytes_changed
+        assert audit.truth.passed
+        assert audit.relayout.passed
+        assert audit.bytes_changed
         assert set(audit.mutants) == set(MUTANTS)
         assert all(audit.mutants_caught.values()), audit.mutants_caught
 
@@ -36,17 +38,24 @@ def test_no_unrelated_change_names_the_moved_part(tmp_path, task):
     _nudge(task, ws)
     result = validate(ws, task.hidden)
     unchanged = next(c for c in result.checks if c.name == "unchanged")
-    assert unchanged.status == "failed" and "moved" in unchanged.detail
+    assert unchanged.status == "failed"
+    assert "moved" in unchanged.detail
 
 
 def test_cross_artifact_nets_are_compared_as_graphs():
-    sch = {"GND": frozenset({("C1", "2"), ("U1", "2")}), "VIN": frozenset({("C1", "1"),
-                                                                          ("U1", "1")})}
-    same = {"GND": frozenset({("U1", "2"), ("C1", "2")}), "VIN": frozenset({("U1", "1"),
-                                                                           ("C1", "1")})}
+    sch = {
+        "GND": frozenset({("C1", "2"), ("U1", "2")}),
+        "VIN": frozenset({("C1", "1"), ("U1", "1")}),
+    }
+    same = {
+        "GND": frozenset({("U1", "2"), ("C1", "2")}),
+        "VIN": frozenset({("U1", "1"), ("C1", "1")}),
+    }
     assert net_partition_diff(sch, same) == []
-    swapped = {"GND": frozenset({("C1", "1"), ("U1", "2")}), "VIN": frozenset({("C1", "2"),
-                                                                              ("U1", "1")})}
+    swapped = {
+        "GND": frozenset({("C1", "1"), ("U1", "2")}),
+        "VIN": frozenset({("C1", "2"), ("U1", "1")}),
+    }
     assert net_partition_diff(sch, swapped)
     renamed = {"GROUND": same["GND"], "VIN": same["VIN"]}
     assert any("called GROUND" in d for d in net_partition_diff(sch, renamed))
@@ -59,7 +68,8 @@ def test_missing_kicad_cli_is_skipped_never_passed(monkeypatch, tmp_path, task):
     ws = ground_truth_workspace(task, tmp_path / "ws")
     result = validate(ws, task.hidden)
     cli = [c for c in result.checks if c.name.startswith("kicad_cli")]
-    assert cli and all(c.status == "skipped" for c in cli)
+    assert cli
+    assert all(c.status == "skipped" for c in cli)
     assert not result.complete
     assert result.passed  # the checks that ran passed ...
     only = validators.ValidationResult("t", [c for c in cli])
@@ -85,7 +95,8 @@ def test_drc_subset_finds_a_clearance_violation(tmp_path, task):
     from pcbinnobench import design
 
     clean = drc.run_drc(design.load_board(board_file), 0.2)
-    assert not clean.clearance_violations and clean.unconnected == 0
+    assert not clean.clearance_violations
+    assert clean.unconnected == 0
     _short(task, ws)
     dirty = drc.run_drc(design.load_board(board_file), 0.2)
     assert dirty.clearance_violations

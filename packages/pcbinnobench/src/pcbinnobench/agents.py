@@ -94,8 +94,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("place", re.compile(rf"Move (\S+) to {_XY} with rotation {_NUM}\.$")),
     ("add_track", re.compile(r"Route (\S+) on (\S+) from (.*)\.$")),
     ("add_via", re.compile(rf"Place an? (\S+) via at {_XY}\.$")),
-    ("add_part", re.compile(rf"Add (\S+) as part (\S+) value (\S+) at {_XY} with rotation "
-                            rf"{_NUM}, (.*)\.$")),  # fmt: skip
+    (
+        "add_part",
+        re.compile(
+            rf"Add (\S+) as part (\S+) value (\S+) at {_XY} with rotation "
+            rf"{_NUM}, (.*)\.$"
+        ),
+    ),
     ("set_value", re.compile(r"Set the value of (\S+) to (\S+?)\.$")),
     ("set_footprint", re.compile(r"Change the footprint of (\S+) to part (\S+?)\.$")),
     ("set_pad_net", re.compile(r"Assign pad (\S+) of (\S+) to net (\S+?)\.$")),
@@ -114,8 +119,10 @@ def parse_step(step: str) -> dict[str, Any] | None:
         if tool == "delete_tracks":
             return {"tool": tool, "args": {"ref": g[0]}}
         if tool == "place":
-            return {"tool": tool, "args": {"ref": g[0], "x": float(g[1]), "y": float(g[2]),
-                                           "rotation": float(g[3])}}  # fmt: skip
+            return {
+                "tool": tool,
+                "args": {"ref": g[0], "x": float(g[1]), "y": float(g[2]), "rotation": float(g[3])},
+            }
         if tool == "add_track":
             points = [[float(x), float(y)] for x, y in re.findall(_XY, g[2])]
             return {"tool": tool, "args": {"net": g[0], "layer": g[1], "points": points}}
@@ -123,9 +130,18 @@ def parse_step(step: str) -> dict[str, Any] | None:
             return {"tool": tool, "args": {"net": g[0], "x": float(g[1]), "y": float(g[2])}}
         if tool == "add_part":
             nets = dict(re.findall(r"pad (\S+) to ([^,\s]+)", g[6]))
-            return {"tool": tool, "args": {"ref": g[0], "part": g[1], "value": g[2],
-                                           "x": float(g[3]), "y": float(g[4]),
-                                           "rotation": float(g[5]), "nets": nets}}  # fmt: skip
+            return {
+                "tool": tool,
+                "args": {
+                    "ref": g[0],
+                    "part": g[1],
+                    "value": g[2],
+                    "x": float(g[3]),
+                    "y": float(g[4]),
+                    "rotation": float(g[5]),
+                    "nets": nets,
+                },
+            }
         if tool == "set_value":
             return {"tool": tool, "args": {"ref": g[0], "value": g[1]}}
         if tool == "set_footprint":

@@ -105,7 +105,11 @@ def _short(task: Task, ws: Path) -> None:
     fp = next(f for f in board.footprints.values() if f.ref.startswith("U"))
     a = next(p for p in fp.pads if p.net)
     b = next(p for p in fp.pads if p.net and p.net != a.net)
-    _edit_pcb(ws, lambda t: edits.add_track(t, a.net, [[a.x, a.y], [b.x, b.y]], "F.Cu"))
+
+    def short(tree: Node) -> None:
+        edits.add_track(tree, a.net, [[a.x, a.y], [b.x, b.y]], "F.Cu")
+
+    _edit_pcb(ws, short)
 
 
 def _delete_sch(task: Task, ws: Path) -> None:
@@ -154,7 +158,9 @@ def audit_task(task: Task) -> AuditResult:
         truth_ws = ground_truth_workspace(task, base / "truth")
         truth = validate(truth_ws, task.hidden)
         lay_ws = ground_truth_workspace(task, base / "relayout")
-        before = {p.name: p.read_bytes() for p in lay_ws.glob("*.kicad_*") if p.suffix != ".kicad_pro"}
+        before = {
+            p.name: p.read_bytes() for p in lay_ws.glob("*.kicad_*") if p.suffix != ".kicad_pro"
+        }
         for name in before:
             relayout(lay_ws / name)
         changed = all((lay_ws / k).read_bytes() != v for k, v in before.items())

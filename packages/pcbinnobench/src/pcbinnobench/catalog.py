@@ -15,6 +15,7 @@ the result. ``pcbinnobench build-tasks --out DIR`` regenerates the shipped files
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -81,8 +82,9 @@ LDO = BoardSpec(
         _c("J1", "PinHeader_1x02", "PWR_IN", 104, 104.05, 0, p1="+5V", p2="GND"),
         _c("C1", "C_0805", "1uF", 109, 105, -90, p1="+5V", p2="GND"),
         _c("R1", "R_0805", "10k", 113, 108.5, 0, p1="+5V", p2="EN"),
-        _c("U1", "SOT-23-5_LDO", "AP2112K-3.3", 118, 105, 0, p1="+5V", p2="GND", p3="EN",
-           p5="+3V3"),
+        _c(
+            "U1", "SOT-23-5_LDO", "AP2112K-3.3", 118, 105, 0, p1="+5V", p2="GND", p3="EN", p5="+3V3"
+        ),
         _c("C2", "C_0805", "1uF", 122, 105, -90, p1="+3V3", p2="GND"),
         _c("J2", "PinHeader_1x02", "PWR_OUT", 128, 104.05, 0, p1="+3V3", p2="GND"),
     ),
@@ -90,7 +92,7 @@ LDO = BoardSpec(
     "VOUT; place both within 3 mm of the pin. EN must be held high to enable the output: "
     "pull it up to VIN. Absolute maximum VIN is 6.5 V; the 5 V input comes from an external "
     "cable and needs transient protection at the connector (SMBJ5.0A, D_SMA).",
-)  # fmt: skip
+)
 
 OPAMP = BoardSpec(
     "opamp_buffer",
@@ -100,15 +102,29 @@ OPAMP = BoardSpec(
         _c("J1", "PinHeader_1x04", "SIG", 106, 100, 90, p1="GND", p2="IN", p3="OUT", p4="+5V"),
         _c("R1", "R_0805", "1k", 108.54, 105, -90, p1="IN", p2="IN_F"),
         _c("C2", "C_0805", "10nF", 105.8, 110.6, 180, p1="IN_F", p2="GND"),
-        _c("U1", "LMV358", "LMV358", 118, 108, 0, p1="OUT", p2="OUT", p3="IN_F", p4="GND",
-           p5="GND", p6="OUTB", p7="OUTB", p8="+5V"),
+        _c(
+            "U1",
+            "LMV358",
+            "LMV358",
+            118,
+            108,
+            0,
+            p1="OUT",
+            p2="OUT",
+            p3="IN_F",
+            p4="GND",
+            p5="GND",
+            p6="OUTB",
+            p7="OUTB",
+            p8="+5V",
+        ),
         _c("C1", "C_0805", "100nF", 123.2, 107.05, -90, p1="+5V", p2="GND"),
     ),
     "LMV358 (datasheet excerpt): bypass V+ with a 100 nF ceramic capacitor placed as close "
     "as possible to pin 8. Channel A is a unity-gain buffer (OUTA to -INA) fed through the "
     "R1-C2 low-pass filter, corner f = 1 / (2 pi R1 C2). Channel B is unused: +INB to GND, "
     "-INB to OUTB.",
-)  # fmt: skip
+)
 
 EEPROM = BoardSpec(
     "i2c_eeprom",
@@ -118,8 +134,22 @@ EEPROM = BoardSpec(
         _c("J1", "PinHeader_1x04", "I2C", 104, 100, 90, p1="GND", p2="+3V3", p3="SCL", p4="SDA"),
         _c("R1", "R_0805", "4.7k", 112.89, 103, 180, p1="+3V3", p2="SDA"),
         _c("R2", "R_0805", "4.7k", 107.81, 104.5, 0, p1="+3V3", p2="SCL"),
-        _c("U1", "24LC02", "24LC02", 120, 108, 180, p1="GND", p2="GND", p3="GND", p4="GND",
-           p5="SDA", p6="SCL", p7="GND", p8="+3V3"),
+        _c(
+            "U1",
+            "24LC02",
+            "24LC02",
+            120,
+            108,
+            180,
+            p1="GND",
+            p2="GND",
+            p3="GND",
+            p4="GND",
+            p5="SDA",
+            p6="SCL",
+            p7="GND",
+            p8="+3V3",
+        ),
         _c("C1", "C_0805", "100nF", 115.3, 110.855, -90, p1="+3V3", p2="GND"),
     ),
     "24LC02 (datasheet excerpt): decouple VCC (pin 8) with 100 nF placed next to the pin. "
@@ -127,13 +157,15 @@ EEPROM = BoardSpec(
     "(4.7 kOhm at 100 kHz). Daisy-chained modules repeat the 4-pin header "
     "GND, +3V3, SCL, SDA.",
     routes={
-        "+3V3": (((106.54, 100.0), (106.54, 109.905), (117.525, 109.905)),
-                 ((106.54, 100.0), (106.54, 98.2), (114.16, 98.2), (114.16, 103.0))),
+        "+3V3": (
+            ((106.54, 100.0), (106.54, 109.905), (117.525, 109.905)),
+            ((106.54, 100.0), (106.54, 98.2), (114.16, 98.2), (114.16, 103.0)),
+        ),
         "SCL": (((109.08, 100.0), (109.08, 107.365), (117.525, 107.365)),),
         "SDA": (((111.62, 100.0), (111.62, 106.095), (117.525, 106.095)),),
     },
     back_routes={"GND": (((104.0, 100.0), (104.0, 105.5)),)},
-)  # fmt: skip
+)
 
 BOARDS = {b.name: b for b in (LDO, OPAMP, EEPROM)}
 
@@ -142,20 +174,35 @@ BOARDS = {b.name: b for b in (LDO, OPAMP, EEPROM)}
 
 
 def _pcb_skeleton(spec: BoardSpec, nets: list[str]) -> Node:
-    layers = [s("layers"), [n(0), "F.Cu", s("signal")], [n(2), "B.Cu", s("signal")],
-              [n(5), "F.SilkS", s("user"), "F.Silkscreen"],
-              [n(7), "B.SilkS", s("user"), "B.Silkscreen"], [n(1), "F.Mask", s("user")],
-              [n(3), "B.Mask", s("user")], [n(13), "F.Paste", s("user")],
-              [n(25), "Edge.Cuts", s("user")], [n(31), "F.CrtYd", s("user"), "F.Courtyard"],
-              [n(35), "F.Fab", s("user")]]  # fmt: skip
-    tree: Node = [s("kicad_pcb"), [s("version"), n(20241229)], [s("generator"), "pcbnew"],
-                  [s("generator_version"), "9.0"],
-                  [s("general"), [s("thickness"), n(1.6)], [s("legacy_teardrops"), s("no")]],
-                  [s("paper"), "A4"], layers,
-                  [s("setup"), [s("pad_to_mask_clearance"), n(0)],
-                   [s("allow_soldermask_bridges_in_footprints"), s("no")],
-                   [s("tenting"), s("front"), s("back")]],
-                  [s("net"), n(0), ""]]  # fmt: skip
+    layers = [
+        s("layers"),
+        [n(0), "F.Cu", s("signal")],
+        [n(2), "B.Cu", s("signal")],
+        [n(5), "F.SilkS", s("user"), "F.Silkscreen"],
+        [n(7), "B.SilkS", s("user"), "B.Silkscreen"],
+        [n(1), "F.Mask", s("user")],
+        [n(3), "B.Mask", s("user")],
+        [n(13), "F.Paste", s("user")],
+        [n(25), "Edge.Cuts", s("user")],
+        [n(31), "F.CrtYd", s("user"), "F.Courtyard"],
+        [n(35), "F.Fab", s("user")],
+    ]
+    tree: Node = [
+        s("kicad_pcb"),
+        [s("version"), n(20241229)],
+        [s("generator"), "pcbnew"],
+        [s("generator_version"), "9.0"],
+        [s("general"), [s("thickness"), n(1.6)], [s("legacy_teardrops"), s("no")]],
+        [s("paper"), "A4"],
+        layers,
+        [
+            s("setup"),
+            [s("pad_to_mask_clearance"), n(0)],
+            [s("allow_soldermask_bridges_in_footprints"), s("no")],
+            [s("tenting"), s("front"), s("back")],
+        ],
+        [s("net"), n(0), ""],
+    ]
     for i, net in enumerate(nets, start=1):
         tree.append([s("net"), n(i), net])
     return tree
@@ -166,8 +213,16 @@ def _project(spec: BoardSpec) -> str:
         "board": {"design_settings": {"defaults": {"track_width": TRACK}}},
         "meta": {"filename": f"{spec.name}.kicad_pro", "version": 3},
         "net_settings": {
-            "classes": [{"name": "Default", "clearance": CLEARANCE, "track_width": TRACK,
-                         "via_diameter": 0.6, "via_drill": 0.3, "wire_width": 6}],  # fmt: skip
+            "classes": [
+                {
+                    "name": "Default",
+                    "clearance": CLEARANCE,
+                    "track_width": TRACK,
+                    "via_diameter": 0.6,
+                    "via_drill": 0.3,
+                    "wire_width": 6,
+                }
+            ],
             "meta": {"version": 4},
         },
         "sheets": [[stable_uuid(spec.name, "root"), "Root"]],
@@ -177,9 +232,15 @@ def _project(spec: BoardSpec) -> str:
 
 def _schematic(spec: BoardSpec) -> Node:
     root = stable_uuid(spec.name, "root")
-    tree: Node = [s("kicad_sch"), [s("version"), n(20250114)], [s("generator"), "eeschema"],
-                  [s("generator_version"), "9.0"], [s("uuid"), root], [s("paper"), "A4"],
-                  [s("lib_symbols")]]  # fmt: skip
+    tree: Node = [
+        s("kicad_sch"),
+        [s("version"), n(20250114)],
+        [s("generator"), "eeschema"],
+        [s("generator_version"), "9.0"],
+        [s("uuid"), root],
+        [s("paper"), "A4"],
+        [s("lib_symbols")],
+    ]
     for i, c in enumerate(spec.comps):
         edits._ensure_lib_symbol(tree, c.key)
         x, y = 50.8 + 40.64 * (i % 3), 50.8 + 40.64 * (i // 3)
@@ -194,13 +255,23 @@ def _board(spec: BoardSpec) -> Node:
     tree = _pcb_skeleton(spec, nets)
     for c in spec.comps:
         codes = {pad: (nets.index(net) + 1, net) for pad, net in c.nets.items()}
-        tree.append(lib.footprint_node(c.key, c.ref, c.value, c.x, c.y, c.rotation, codes,
-                                       f"{spec.name}/{c.ref}"))  # fmt: skip
+        tree.append(
+            lib.footprint_node(
+                c.key, c.ref, c.value, c.x, c.y, c.rotation, codes, f"{spec.name}/{c.ref}"
+            )
+        )
     x0, y0, x1, y1 = spec.outline
-    tree.append([s("gr_rect"), [s("start"), n(x0), n(y0)], [s("end"), n(x1), n(y1)],
-                 [s("stroke"), [s("width"), n(0.05)], [s("type"), s("default")]],
-                 [s("fill"), s("no")], [s("layer"), "Edge.Cuts"],
-                 [s("uuid"), stable_uuid(spec.name, "edge")]])  # fmt: skip
+    tree.append(
+        [
+            s("gr_rect"),
+            [s("start"), n(x0), n(y0)],
+            [s("end"), n(x1), n(y1)],
+            [s("stroke"), [s("width"), n(0.05)], [s("type"), s("default")]],
+            [s("fill"), s("no")],
+            [s("layer"), "Edge.Cuts"],
+            [s("uuid"), stable_uuid(spec.name, "edge")],
+        ]
+    )
     tree.append([s("embedded_fonts"), s("no")])
     for net in nets:
         route_net(tree, net, spec.routes.get(net, ()), spec.back_routes.get(net, ()))
@@ -216,7 +287,7 @@ def _obstacles(tree: Node, net: str, layer: str) -> list[Any]:
 
 
 def _clear(points: list[tuple[float, float]], obstacles: list[Any], layer: str) -> bool:
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         seg = drc._Shape((a, b), TRACK / 2, (layer,), "", "candidate")
         if any(drc.distance(seg, o) < CLEARANCE + MARGIN for o in obstacles):
             return False
@@ -287,9 +358,9 @@ def route_net(
 ) -> list[dict[str, Any]]:
     """Route ``net`` until its copper is one island; return the edits as tool actions.
 
-    ``explicit`` polylines are laid first (F.Cu; ``back``: B.Cu). GND gets a via beside every SMD pad that
-    has no GND copper yet and is joined on B.Cu; other nets are joined on F.Cu. Islands are
-    joined closest pair first, so re-routing a moved part only adds what joins it again.
+    ``explicit`` polylines are laid first (F.Cu; ``back``: B.Cu). GND gets a via beside every
+    SMD pad that has no GND copper yet and is joined on B.Cu; other nets are joined on F.Cu.
+    Islands are joined closest pair first, so re-routing a moved part only adds what joins it again.
     """
     actions: list[dict[str, Any]] = []
 
@@ -393,9 +464,9 @@ def _rec(box: Sandbox) -> _Recorder:
     return _CURRENT[str(box.root)]
 
 
-def _move_decap(ref: str, x: float, y: float, rot: float, nets: list[str]) -> Callable[
-    [Sandbox], None
-]:
+def _move_decap(
+    ref: str, x: float, y: float, rot: float, nets: list[str]
+) -> Callable[[Sandbox], None]:
     def solve(box: Sandbox) -> None:
         r = _rec(box)
         r.do("delete_tracks", ref=ref)
@@ -405,8 +476,9 @@ def _move_decap(ref: str, x: float, y: float, rot: float, nets: list[str]) -> Ca
     return solve
 
 
-def _add_part(ref: str, key: str, value: str, x: float, y: float, rot: float,
-              nets: dict[str, str]) -> Callable[[Sandbox], None]:
+def _add_part(
+    ref: str, key: str, value: str, x: float, y: float, rot: float, nets: dict[str, str]
+) -> Callable[[Sandbox], None]:
     def solve(box: Sandbox) -> None:
         r = _rec(box)
         r.do("add_part", ref=ref, part=key, value=value, x=x, y=y, rotation=rot, nets=nets)
@@ -450,139 +522,226 @@ def _wrong_pin_net(ref: str, pin: str, net: str) -> Callable[[Node], None]:
 
 TASKS: list[TaskSpec] = [
     TaskSpec(
-        "ldo_decap_vout", "ldo3v3", "decap_move",
+        "ldo_decap_vout",
+        "ldo3v3",
+        "decap_move",
         "Move the LDO output capacitor next to VOUT",
         "The 3.3 V rail of this LDO module oscillates under load steps. Review the output "
         "capacitor layout against the regulator's stability requirements in "
         "references/design_notes.md and fix the board. Do not change unrelated parts.",
         lambda b: b.with_comp("C2", x=122, y=111.5),
         _move_decap("C2", 122.0, 105.0, -90, ["+3V3", "GND"]),
-        [{"kind": "pad_distance", "a": ["C2", "1"], "b": ["U1", "5"], "max_mm": 3.0},
-         {"kind": "pad_nets", "ref": "C2", "pads": {"1": "+3V3", "2": "GND"}}],
-        ("pcb",), ("C2",),
+        [
+            {"kind": "pad_distance", "a": ["C2", "1"], "b": ["U1", "5"], "max_mm": 3.0},
+            {"kind": "pad_nets", "ref": "C2", "pads": {"1": "+3V3", "2": "GND"}},
+        ],
+        ("pcb",),
+        ("C2",),
     ),
     TaskSpec(
-        "ldo_add_tvs", "ldo3v3", "add_tvs",
+        "ldo_add_tvs",
+        "ldo3v3",
+        "add_tvs",
         "Add a TVS diode across the 5 V input",
         "Field returns show the AP2112K destroyed by hot-plug transients on the 5 V input "
         "cable. Add the input protection the design notes call for, in the schematic and on "
         "the board, at the input connector.",
         _same,
         _add_part("D1", "TVS_SMA", "SMBJ5.0A", 100.5, 106.0, 90, {"1": "+5V", "2": "GND"}),
-        [{"kind": "component", "ref": "D1", "footprint": "Diode_SMD:D_SMA",
-          "value": "SMBJ5.0A"},
-         {"kind": "pad_nets", "ref": "D1", "pads": {"1": "+5V", "2": "GND"}},
-         {"kind": "pin_nets", "ref": "D1", "pins": {"1": "+5V", "2": "GND"}},
-         {"kind": "pad_distance", "a": ["D1", "1"], "b": ["J1", "1"], "max_mm": 8.0}],
-        ("pcb", "sch"), ("D1",),
+        [
+            {"kind": "component", "ref": "D1", "footprint": "Diode_SMD:D_SMA", "value": "SMBJ5.0A"},
+            {"kind": "pad_nets", "ref": "D1", "pads": {"1": "+5V", "2": "GND"}},
+            {"kind": "pin_nets", "ref": "D1", "pins": {"1": "+5V", "2": "GND"}},
+            {"kind": "pad_distance", "a": ["D1", "1"], "b": ["J1", "1"], "max_mm": 8.0},
+        ],
+        ("pcb", "sch"),
+        ("D1",),
     ),
     TaskSpec(
-        "ldo_swap_c1_0603", "ldo3v3", "swap_footprint",
+        "ldo_swap_c1_0603",
+        "ldo3v3",
+        "swap_footprint",
         "Move the input capacitor to the 0603 package",
         "The BOM is being consolidated: the input capacitor of this board must use the 0603 "
         "package (Capacitor_SMD:C_0603_1608Metric) from now on. Update the design so that "
         "schematic and board agree.",
         _same,
         _actions(("set_footprint", {"ref": "C1", "part": "C_0603"})),
-        [{"kind": "component", "ref": "C1", "footprint": "Capacitor_SMD:C_0603_1608Metric",
-          "near": [109.0, 105.0], "tol_mm": 0.5},
-         {"kind": "sch_field", "ref": "C1", "field": "Footprint",
-          "value": "Capacitor_SMD:C_0603_1608Metric"},
-         {"kind": "pad_nets", "ref": "C1", "pads": {"1": "+5V", "2": "GND"}}],
-        ("pcb", "sch"), ("C1",),
+        [
+            {
+                "kind": "component",
+                "ref": "C1",
+                "footprint": "Capacitor_SMD:C_0603_1608Metric",
+                "near": [109.0, 105.0],
+                "tol_mm": 0.5,
+            },
+            {
+                "kind": "sch_field",
+                "ref": "C1",
+                "field": "Footprint",
+                "value": "Capacitor_SMD:C_0603_1608Metric",
+            },
+            {"kind": "pad_nets", "ref": "C1", "pads": {"1": "+5V", "2": "GND"}},
+        ],
+        ("pcb", "sch"),
+        ("C1",),
     ),
     TaskSpec(
-        "ldo_c2_2u2", "ldo3v3", "change_value",
+        "ldo_c2_2u2",
+        "ldo3v3",
+        "change_value",
         "Raise the output capacitance to 2.2 uF",
         "Under the new 300 mA load the output ripple is too high; the regulator vendor "
         "recommends 2.2 uF on VOUT for loads above 250 mA. Update the output capacitor in "
         "both the schematic and the board.",
         _same,
         _actions(("set_value", {"ref": "C2", "value": "2.2uF"})),
-        [{"kind": "component", "ref": "C2", "value": "2.2uF",
-          "footprint": "Capacitor_SMD:C_0805_2012Metric"},
-         {"kind": "sch_field", "ref": "C2", "field": "Value", "value": "2.2uF"}],
-        ("pcb", "sch"), ("C2",),
+        [
+            {
+                "kind": "component",
+                "ref": "C2",
+                "value": "2.2uF",
+                "footprint": "Capacitor_SMD:C_0805_2012Metric",
+            },
+            {"kind": "sch_field", "ref": "C2", "field": "Value", "value": "2.2uF"},
+        ],
+        ("pcb", "sch"),
+        ("C2",),
     ),
     TaskSpec(
-        "opamp_decap_vplus", "opamp_buffer", "decap_move",
+        "opamp_decap_vplus",
+        "opamp_buffer",
+        "decap_move",
         "Move the op amp bypass capacitor next to V+",
         "The buffer output shows supply noise. Review whether the op amp's supply bypassing "
         "is laid out as its datasheet (references/design_notes.md) requires and fix the "
         "board; leave everything else as it is.",
         lambda b: b.with_comp("C1", x=128.5, y=113.0),
         _move_decap("C1", 123.2, 107.05, -90, ["+5V", "GND"]),
-        [{"kind": "pad_distance", "a": ["C1", "1"], "b": ["U1", "8"], "max_mm": 3.5},
-         {"kind": "pad_nets", "ref": "C1", "pads": {"1": "+5V", "2": "GND"}}],
-        ("pcb",), ("C1",),
+        [
+            {"kind": "pad_distance", "a": ["C1", "1"], "b": ["U1", "8"], "max_mm": 3.5},
+            {"kind": "pad_nets", "ref": "C1", "pads": {"1": "+5V", "2": "GND"}},
+        ],
+        ("pcb",),
+        ("C1",),
     ),
     TaskSpec(
-        "opamp_fix_r1_net", "opamp_buffer", "fix_net",
+        "opamp_fix_r1_net",
+        "opamp_buffer",
+        "fix_net",
         "Fix the filter resistor's pad net on the board",
         "Board bring-up: the buffer input sits at 0 V whatever the input. The schematic is "
         "correct; find where the board disagrees with it and fix the board.",
         _same,
         _actions(("set_pad_net", {"ref": "R1", "pad": "2", "net": "IN_F"})),
         [{"kind": "pad_nets", "ref": "R1", "pads": {"1": "IN", "2": "IN_F"}}],
-        ("pcb",), ("R1",),
+        ("pcb",),
+        ("R1",),
         pcb_patch=_wrong_pad_net("R1", "2", "GND"),
     ),
     TaskSpec(
-        "opamp_filter_34k", "opamp_buffer", "change_value",
+        "opamp_filter_34k",
+        "opamp_buffer",
+        "change_value",
         "Move the input filter corner to about 34 kHz",
         "The input filter is too slow for the new sensor: its corner must move to about "
         "34 kHz with R1 unchanged. Choose the E12 capacitor value and update both the "
         "schematic and the board.",
         _same,
         _actions(("set_value", {"ref": "C2", "value": "4.7nF"})),
-        [{"kind": "component", "ref": "C2", "value": "4.7nF"},
-         {"kind": "sch_field", "ref": "C2", "field": "Value", "value": "4.7nF"}],
-        ("pcb", "sch"), ("C2",),
+        [
+            {"kind": "component", "ref": "C2", "value": "4.7nF"},
+            {"kind": "sch_field", "ref": "C2", "field": "Value", "value": "4.7nF"},
+        ],
+        ("pcb", "sch"),
+        ("C2",),
     ),
     TaskSpec(
-        "opamp_swap_r1_0603", "opamp_buffer", "swap_footprint",
+        "opamp_swap_r1_0603",
+        "opamp_buffer",
+        "swap_footprint",
         "Move the filter resistor to the 0603 package",
         "The assembly house has no 0805 1k resistors in stock: the filter resistor must use "
         "the 0603 package (Resistor_SMD:R_0603_1608Metric). Keep schematic and board in sync.",
         _same,
         _actions(("set_footprint", {"ref": "R1", "part": "R_0603"})),
-        [{"kind": "component", "ref": "R1", "footprint": "Resistor_SMD:R_0603_1608Metric",
-          "near": [108.54, 105.0], "tol_mm": 0.5},
-         {"kind": "sch_field", "ref": "R1", "field": "Footprint",
-          "value": "Resistor_SMD:R_0603_1608Metric"},
-         {"kind": "pad_nets", "ref": "R1", "pads": {"1": "IN", "2": "IN_F"}}],
-        ("pcb", "sch"), ("R1",),
+        [
+            {
+                "kind": "component",
+                "ref": "R1",
+                "footprint": "Resistor_SMD:R_0603_1608Metric",
+                "near": [108.54, 105.0],
+                "tol_mm": 0.5,
+            },
+            {
+                "kind": "sch_field",
+                "ref": "R1",
+                "field": "Footprint",
+                "value": "Resistor_SMD:R_0603_1608Metric",
+            },
+            {"kind": "pad_nets", "ref": "R1", "pads": {"1": "IN", "2": "IN_F"}},
+        ],
+        ("pcb", "sch"),
+        ("R1",),
     ),
     TaskSpec(
-        "eeprom_decap_vcc", "i2c_eeprom", "decap_move",
+        "eeprom_decap_vcc",
+        "i2c_eeprom",
+        "decap_move",
         "Move the EEPROM decoupling capacitor next to VCC",
         "Writes to the EEPROM fail intermittently when the bus is long. Review the local "
         "decoupling of the EEPROM against references/design_notes.md and fix the board "
         "without touching unrelated parts.",
         lambda b: b.with_comp("C1", x=130.0, y=115.0),
         _move_decap("C1", 115.3, 110.855, -90, ["+3V3", "GND"]),
-        [{"kind": "pad_distance", "a": ["C1", "1"], "b": ["U1", "8"], "max_mm": 3.5},
-         {"kind": "pad_nets", "ref": "C1", "pads": {"1": "+3V3", "2": "GND"}}],
-        ("pcb",), ("C1",),
+        [
+            {"kind": "pad_distance", "a": ["C1", "1"], "b": ["U1", "8"], "max_mm": 3.5},
+            {"kind": "pad_nets", "ref": "C1", "pads": {"1": "+3V3", "2": "GND"}},
+        ],
+        ("pcb",),
+        ("C1",),
     ),
     TaskSpec(
-        "eeprom_add_j2", "i2c_eeprom", "add_connector",
+        "eeprom_add_j2",
+        "i2c_eeprom",
+        "add_connector",
         "Add a daisy-chain connector",
         "Modules must be daisy-chainable: add a second 4-pin I2C header with the same pinout "
         "as J1, beside J1 on the same traces, connected in the schematic and on the board.",
         _same,
-        _add_part("J2", "PinHeader_1x04", "I2C", 104.0, 102.54, 90,
-                  {"1": "GND", "2": "+3V3", "3": "SCL", "4": "SDA"}),
-        [{"kind": "component", "ref": "J2", "footprint":
-          "Connector_PinHeader_2.54mm:PinHeader_1x04_P2.54mm_Vertical"},
-         {"kind": "pad_nets", "ref": "J2", "pads": {"1": "GND", "2": "+3V3", "3": "SCL",
-                                                   "4": "SDA"}},
-         {"kind": "pin_nets", "ref": "J2", "pins": {"1": "GND", "2": "+3V3", "3": "SCL",
-                                                   "4": "SDA"}}],
-        ("pcb", "sch"), ("J2",),
+        _add_part(
+            "J2",
+            "PinHeader_1x04",
+            "I2C",
+            104.0,
+            102.54,
+            90,
+            {"1": "GND", "2": "+3V3", "3": "SCL", "4": "SDA"},
+        ),
+        [
+            {
+                "kind": "component",
+                "ref": "J2",
+                "footprint": "Connector_PinHeader_2.54mm:PinHeader_1x04_P2.54mm_Vertical",
+            },
+            {
+                "kind": "pad_nets",
+                "ref": "J2",
+                "pads": {"1": "GND", "2": "+3V3", "3": "SCL", "4": "SDA"},
+            },
+            {
+                "kind": "pin_nets",
+                "ref": "J2",
+                "pins": {"1": "GND", "2": "+3V3", "3": "SCL", "4": "SDA"},
+            },
+        ],
+        ("pcb", "sch"),
+        ("J2",),
     ),
     TaskSpec(
-        "eeprom_fix_wp", "i2c_eeprom", "fix_net",
+        "eeprom_fix_wp",
+        "i2c_eeprom",
+        "fix_net",
         "Fix the write-protect pin in the schematic",
         "Firmware cannot write the EEPROM although the board matches the intended design. "
         "The schematic was edited by hand afterwards and no longer matches the board; "
@@ -590,25 +749,30 @@ TASKS: list[TaskSpec] = [
         _same,
         _actions(("set_pin_net", {"ref": "U1", "pin": "7", "net": "GND"})),
         [{"kind": "pin_nets", "ref": "U1", "pins": {"7": "GND", "8": "+3V3"}}],
-        ("sch",), ("U1",),
+        ("sch",),
+        ("U1",),
         sch_patch=_wrong_pin_net("U1", "7", "+3V3"),
     ),
     TaskSpec(
-        "eeprom_add_tvs", "i2c_eeprom", "add_tvs",
+        "eeprom_add_tvs",
+        "i2c_eeprom",
+        "add_tvs",
         "Add a TVS diode on the 3.3 V rail at the connector",
         "ESD testing at the cable connector resets the EEPROM. Add a unidirectional TVS "
         "(SMBJ3.3A, D_SMA) from the supply rail to ground next to J1, in the schematic and "
         "on the board.",
         _same,
         _add_part("D1", "TVS_SMA", "SMBJ3.3A", 103.0, 104.5, 90, {"1": "+3V3", "2": "GND"}),
-        [{"kind": "component", "ref": "D1", "footprint": "Diode_SMD:D_SMA",
-          "value": "SMBJ3.3A"},
-         {"kind": "pad_nets", "ref": "D1", "pads": {"1": "+3V3", "2": "GND"}},
-         {"kind": "pin_nets", "ref": "D1", "pins": {"1": "+3V3", "2": "GND"}},
-         {"kind": "pad_distance", "a": ["D1", "1"], "b": ["J1", "2"], "max_mm": 8.0}],
-        ("pcb", "sch"), ("D1",),
+        [
+            {"kind": "component", "ref": "D1", "footprint": "Diode_SMD:D_SMA", "value": "SMBJ3.3A"},
+            {"kind": "pad_nets", "ref": "D1", "pads": {"1": "+3V3", "2": "GND"}},
+            {"kind": "pin_nets", "ref": "D1", "pins": {"1": "+3V3", "2": "GND"}},
+            {"kind": "pad_distance", "a": ["D1", "1"], "b": ["J1", "2"], "max_mm": 8.0},
+        ],
+        ("pcb", "sch"),
+        ("D1",),
     ),
-]  # fmt: skip
+]
 
 
 # ----------------------------------------------------------------------------- trajectories
@@ -625,8 +789,10 @@ def describe_action(action: dict[str, Any]) -> str:
     if tool == "delete_tracks":
         return f"Rip up the tracks and vias of {a['ref']}."
     if tool == "place":
-        return (f"Move {a['ref']} to {xy(a['x'], a['y'])} with rotation "
-                f"{sexpr.format_number(a.get('rotation', 0))}.")  # fmt: skip
+        return (
+            f"Move {a['ref']} to {xy(a['x'], a['y'])} with rotation "
+            f"{sexpr.format_number(a.get('rotation', 0))}."
+        )
     if tool == "add_track":
         pts = " to ".join(xy(*p) for p in a["points"])
         return f"Route {a['net']} on {a.get('layer', 'F.Cu')} from {pts}."
@@ -634,9 +800,11 @@ def describe_action(action: dict[str, Any]) -> str:
         return f"Place a {a['net']} via at {xy(a['x'], a['y'])}."
     if tool == "add_part":
         nets = ", ".join(f"pad {k} to {v}" for k, v in a["nets"].items())
-        return (f"Add {a['ref']} as part {a['part']} value {a['value']} at "
-                f"{xy(a['x'], a['y'])} with rotation {sexpr.format_number(a.get('rotation', 0))}"
-                f", {nets}.")  # fmt: skip
+        return (
+            f"Add {a['ref']} as part {a['part']} value {a['value']} at "
+            f"{xy(a['x'], a['y'])} with rotation {sexpr.format_number(a.get('rotation', 0))}"
+            f", {nets}."
+        )
     if tool == "set_value":
         return f"Set the value of {a['ref']} to {a['value']}."
     if tool == "set_footprint":
@@ -718,15 +886,20 @@ def build_task(task: TaskSpec, tasks_dir: Path, hidden_dir: Path) -> None:
     validators = {
         "task_id": task.id,
         "project": spec.name,
-        "required_files": [f"{spec.name}.kicad_pro", f"{spec.name}.kicad_sch",
-                           f"{spec.name}.kicad_pcb"],  # fmt: skip
+        "required_files": [
+            f"{spec.name}.kicad_pro",
+            f"{spec.name}.kicad_sch",
+            f"{spec.name}.kicad_pcb",
+        ],
         "changed": list(task.changed),
         "checks": task.checks + _common(task.touched),
     }
-    (hidden / "validators.json").write_text(json.dumps(validators, indent=2) + "\n",
-                                            encoding="utf-8")  # fmt: skip
-    (hidden / "solution.json").write_text(json.dumps(rec.actions, indent=2) + "\n",
-                                          encoding="utf-8")  # fmt: skip
+    (hidden / "validators.json").write_text(
+        json.dumps(validators, indent=2) + "\n", encoding="utf-8"
+    )
+    (hidden / "solution.json").write_text(
+        json.dumps(rec.actions, indent=2) + "\n", encoding="utf-8"
+    )
 
 
 def build_all(root: Path) -> list[str]:

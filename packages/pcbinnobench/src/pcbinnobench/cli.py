@@ -33,18 +33,35 @@ MUTANT_FLOOR = 0.8  # the validators catch more than 80 % of the injected defect
 
 
 def _task_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tasks", type=Path, default=None,
-                   help="task-set folder with tasks/ and hidden/ (default: the shipped set)")
-    p.add_argument("--task", action="append", default=None, metavar="ID",
-                   help="only this task (repeat for several)")  # fmt: skip
+    p.add_argument(
+        "--tasks",
+        type=Path,
+        default=None,
+        help="task-set folder with tasks/ and hidden/ (default: the shipped set)",
+    )
+    p.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="only this task (repeat for several)",
+    )
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
     _task_flags(p)
-    p.add_argument("--max-calls", type=positive_int, default=30,
-                   help="model calls an episode may make (default 30)")
-    p.add_argument("--max-tokens", type=positive_int, default=200_000,
-                   help="prompt plus completion tokens an episode may use (default 200000)")  # fmt: skip
+    p.add_argument(
+        "--max-calls",
+        type=positive_int,
+        default=30,
+        help="model calls an episode may make (default 30)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=200_000,
+        help="prompt plus completion tokens an episode may use (default 200000)",
+    )
 
 
 def _agent(name: str, task: Any) -> Any:
@@ -60,8 +77,10 @@ def _agent(name: str, task: Any) -> Any:
 def _breakdown(episodes: list[Any]) -> str:
     from pcbinnobench.validators import FAMILY_ORDER
 
-    lines = ["| agent | level | Pass@1 | " + " | ".join(FAMILY_ORDER) + " |",
-             "|---|---|---|" + "---|" * len(FAMILY_ORDER)]  # fmt: skip
+    lines = [
+        "| agent | level | Pass@1 | " + " | ".join(FAMILY_ORDER) + " |",
+        "|---|---|---|" + "---|" * len(FAMILY_ORDER),
+    ]
     groups: dict[tuple[str, str], list[Any]] = {}
     for ep in episodes:
         groups.setdefault((ep.agent, ep.level), []).append(ep)
@@ -102,30 +121,46 @@ def demo(run: Run) -> Report:
     with open(run.out / "episodes.jsonl", "w", encoding="utf-8") as fh:
         for ep in episodes:
             fh.write(json.dumps(ep.to_json()) + "\n")
-    (run.out / "cost_card.json").write_text(json.dumps(cost_card(episodes), indent=2) + "\n",
-                                            encoding="utf-8")  # fmt: skip
+    (run.out / "cost_card.json").write_text(
+        json.dumps(cost_card(episodes), indent=2) + "\n", encoding="utf-8"
+    )
 
     rows: list[Row] = []
     passed = {(ep.agent, ep.level, ep.task_id): ep.passed for ep in episodes}
     for agent_name in AGENTS:
         for level in LEVELS:
             per_task = {t.id: float(passed[(agent_name, level, t.id)]) for t in tasks}
-            rows.append(Row.from_items(agent_name, "pass@1", per_task, split=level,
-                                       unit="fraction of tasks"))  # fmt: skip
-            rows.append(Row.proportion(agent_name, "tasks_passed", int(sum(per_task.values())),
-                                       len(tasks), split=level))  # fmt: skip
+            rows.append(
+                Row.from_items(
+                    agent_name, "pass@1", per_task, split=level, unit="fraction of tasks"
+                )
+            )
+            rows.append(
+                Row.proportion(
+                    agent_name, "tasks_passed", int(sum(per_task.values())), len(tasks), split=level
+                )
+            )
     misjudged = sum(
         passed[("do-nothing", lv, t.id)] or not passed[("oracle", lv, t.id)]
         for t in tasks
         for lv in LEVELS
     )
-    rows.append(Row(system="validators", metric="misjudged_episodes", value=float(misjudged),
-                    n=2 * len(tasks), split="do-nothing+oracle"))  # fmt: skip
+    rows.append(
+        Row(
+            system="validators",
+            metric="misjudged_episodes",
+            value=float(misjudged),
+            n=2 * len(tasks),
+            split="do-nothing+oracle",
+        )
+    )
 
     audited = tasks
     if run.quick:  # one task per board
-        seen: set[str] = set()
-        audited = [t for t in tasks if not (t.board in seen or seen.add(t.board))]
+        first: dict[str, Any] = {}
+        for t in tasks:
+            first.setdefault(t.board, t)
+        audited = list(first.values())
     audits = []
     with run.progress(len(audited), "audit") as bar:
         for task in audited:
@@ -135,8 +170,15 @@ def demo(run: Run) -> Report:
     unchanged_bytes = sum(not a.bytes_changed for a in audits)
     caught = sum(sum(a.mutants_caught.values()) for a in audits)
     total = sum(len(a.mutants_caught) for a in audits)
-    rows.append(Row(system="validators", metric="relayout_rejected", value=float(
-        relayout_failures + unchanged_bytes), n=len(audits), split="ground truth"))  # fmt: skip
+    rows.append(
+        Row(
+            system="validators",
+            metric="relayout_rejected",
+            value=float(relayout_failures + unchanged_bytes),
+            n=len(audits),
+            split="ground truth",
+        )
+    )
     rows.append(Row.proportion("validators", "mutants_caught", caught, total, split="mutants"))
 
     claims = [
@@ -145,45 +187,70 @@ def demo(run: Run) -> Report:
             "premise: the expert trajectory, replayed through the agent's own tools (oracle "
             f"agent), passes more than {PREMISE_FLOOR:.0%} of the tasks, so the guided "
             "prompt carries a working solution and the tasks are solvable in the sandbox",
-            rows, lhs=("oracle", "tasks_passed", "guided"), op="gt", rhs=PREMISE_FLOOR,
+            rows,
+            lhs=("oracle", "tasks_passed", "guided"),
+            op="gt",
+            rhs=PREMISE_FLOOR,
         ),
         Claim.compare(
             "validators_discriminate",
             "the validators separate doing nothing from the expert fix: oracle pass rate "
             f"minus do-nothing pass rate is above {DISCRIMINATION_MARGIN}",
-            rows, lhs=("oracle", "tasks_passed", "guided"), op="gt",
-            rhs=("do-nothing", "tasks_passed", "guided"), margin=DISCRIMINATION_MARGIN,
+            rows,
+            lhs=("oracle", "tasks_passed", "guided"),
+            op="gt",
+            rhs=("do-nothing", "tasks_passed", "guided"),
+            margin=DISCRIMINATION_MARGIN,
         ),
         Claim.compare(
             "validators_discriminate_every_task",
             "on every task and level, do-nothing fails and the oracle passes (a count of "
             "misjudged episodes that is 0)",
-            rows, lhs=("validators", "misjudged_episodes", "do-nothing+oracle"), op="le",
-            rhs=0.0, exact=True,
+            rows,
+            lhs=("validators", "misjudged_episodes", "do-nothing+oracle"),
+            op="le",
+            rhs=0.0,
+            exact=True,
         ),
         Claim.compare(
             "guidance_helps",
             "the heuristic agent passes more tasks with the expert trajectory in its prompt "
             "than with the objective alone (paired over tasks)",
-            rows, lhs=("heuristic", "pass@1", "guided"), op="gt",
+            rows,
+            lhs=("heuristic", "pass@1", "guided"),
+            op="gt",
             rhs=("heuristic", "pass@1", "objective"),
         ),
         Claim.compare(
             "validators_judge_meaning",
             "the expert's result rewritten in another byte layout (every byte moved, same "
             "meaning) passes on every audited task, where SHA-256 golden-file checks fail it",
-            rows, lhs=("validators", "relayout_rejected", "ground truth"), op="le", rhs=0.0,
+            rows,
+            lhs=("validators", "relayout_rejected", "ground truth"),
+            op="le",
+            rhs=0.0,
             exact=True,
         ),
         Claim.compare(
             "validators_catch_defects",
             f"the validators fail more than {MUTANT_FLOOR:.0%} of injected defects "
             f"({len(MUTANTS)} kinds per audited task)",
-            rows, lhs=("validators", "mutants_caught", "mutants"), op="gt", rhs=MUTANT_FLOOR,
+            rows,
+            lhs=("validators", "mutants_caught", "mutants"),
+            op="gt",
+            rhs=MUTANT_FLOOR,
         ),
-    ]  # fmt: skip
-    figures = [bar_chart(rows, "pass@1", run.out / f"pass_at_1_{level}.png", split=level,
-                         title=f"Pass@1, {level} prompt") for level in LEVELS]  # fmt: skip
+    ]
+    figures = [
+        bar_chart(
+            rows,
+            "pass@1",
+            run.out / f"pass_at_1_{level}.png",
+            split=level,
+            title=f"Pass@1, {level} prompt",
+        )
+        for level in LEVELS
+    ]
 
     mutant_lines = ["| defect | caught | failing check families |", "|---|---|---|"]
     for name in MUTANTS:
@@ -205,20 +272,33 @@ def demo(run: Run) -> Report:
         f"{sum(a.relayout.passed for a in audits)}/{len(audits)}; injected defects:\n\n"
         + "\n".join(mutant_lines)
         + "\n\n"
-        + (f"Skipped (reported as skipped, never passed): {', '.join(skipped)} (kicad-cli "
-           "is not installed here)." if skipped else "kicad-cli DRC/ERC ran on every episode.")
-    )  # fmt: skip
+        + (
+            f"Skipped (reported as skipped, never passed): {', '.join(skipped)} (kicad-cli "
+            "is not installed here)."
+            if skipped
+            else "kicad-cli DRC/ERC ran on every episode."
+        )
+    )
     config = {
         "tasks": [t.id for t in tasks],
         "audited": [t.id for t in audited],
         "agents": list(AGENTS),
         "levels": list(LEVELS),
         "budget": {"max_calls": budget.max_calls, "max_tokens": budget.max_tokens},
-        "margins": {"premise": PREMISE_FLOOR, "discrimination": DISCRIMINATION_MARGIN,
-                    "mutants": MUTANT_FLOOR},
-    }  # fmt: skip
-    return Report(rows, claims, title="PCBInnoBench: reference agents and validator audit",
-                  intro=intro, figures=figures, config=config)  # fmt: skip
+        "margins": {
+            "premise": PREMISE_FLOOR,
+            "discrimination": DISCRIMINATION_MARGIN,
+            "mutants": MUTANT_FLOOR,
+        },
+    }
+    return Report(
+        rows,
+        claims,
+        title="PCBInnoBench: reference agents and validator audit",
+        intro=intro,
+        figures=figures,
+        config=config,
+    )
 
 
 @cli.command("tasks", "list the shipped task set", _task_flags)
@@ -234,8 +314,9 @@ def _build_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder to write tasks/ and hidden/")
 
 
-@cli.command("build-tasks", "write the shipped task set (tasks/ and hidden/) into a folder",
-             _build_arguments)  # fmt: skip
+@cli.command(
+    "build-tasks", "write the shipped task set (tasks/ and hidden/) into a folder", _build_arguments
+)
 def build_tasks_command(args: argparse.Namespace) -> int:
     from paperstack.errors import PaperstackError
     from pcbinnobench.catalog import build_all
@@ -252,8 +333,11 @@ def _validate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", type=Path, required=True, help="the edited workspace folder")
 
 
-@cli.command("validate", "judge an edited workspace against one task's hidden validators",
-             _validate_arguments)  # fmt: skip
+@cli.command(
+    "validate",
+    "judge an edited workspace against one task's hidden validators",
+    _validate_arguments,
+)
 def validate_command(args: argparse.Namespace) -> int:
     from paperstack.errors import PaperstackError
     from pcbinnobench.tasks import load_tasks

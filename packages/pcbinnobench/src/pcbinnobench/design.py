@@ -18,6 +18,7 @@ not properties, and pad nets and several keywords differ); open and save them in
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,8 +36,8 @@ __all__ = [
     "DesignError",
     "Footprint",
     "Pad",
-    "Schematic",
     "SchSymbol",
+    "Schematic",
     "Track",
     "Via",
     "Zone",
@@ -50,9 +51,15 @@ __all__ = [
 BOARD_MIN_VERSION = 20240108
 SCHEMATIC_MIN_VERSION = 20231120
 _KICAD_RELEASE = [  # (first version, release) for the error message
-    (20250114, "9"), (20241229, "9"), (20240108, "8"), (20231120, "8"),
-    (20221018, "7"), (20230121, "7"), (20211014, "6"), (20211123, "6"),
-]  # fmt: skip
+    (20250114, "9"),
+    (20241229, "9"),
+    (20240108, "8"),
+    (20231120, "8"),
+    (20221018, "7"),
+    (20230121, "7"),
+    (20211014, "6"),
+    (20211123, "6"),
+]
 _GRID = 1e-4  # mm: coordinates are compared on this grid (KiCad's internal unit is 1 nm)
 
 
@@ -97,7 +104,9 @@ def check_tree(tree: Node, kind: str, source: str) -> Node:
     try:
         version = int(num(version_node[1], "version"))
     except sexpr.SexprError:
-        raise DesignError(f"{source}: version {text_value(version_node[1])!r} is not a number")
+        raise DesignError(
+            f"{source}: version {text_value(version_node[1])!r} is not a number"
+        ) from None
     minimum = BOARD_MIN_VERSION if kind == "kicad_pcb" else SCHEMATIC_MIN_VERSION
     if version < minimum:
         legacy = ""
@@ -363,16 +372,18 @@ def board_from_tree(tree: Node, source: str) -> Board:
         pts = [_xy(child(arc, k), source) for k in ("start", "mid", "end")]
         width = num(child(arc, "width")[1]) if child(arc, "width") else 0.2  # type: ignore[index]
         layer = _layers(arc, f"{source}: arc")[0]
-        for (a, b) in _arc_polyline(*pts):
+        for a, b in _arc_polyline(pts[0], pts[1], pts[2]):
             tracks.append(Track(a[0], a[1], b[0], b[1], width, layer, _net_name(arc, numbers)))
     vias: list[Via] = []
     for via in children(tree, "via"):
         x, y = _xy(child(via, "at"), f"{source}: via")
-        size = num(child(via, "size")[1]) if child(via, "size") else 0.6  # type: ignore[index]
+        via_size = num(child(via, "size")[1]) if child(via, "size") else 0.6  # type: ignore[index]
         drill = num(child(via, "drill")[1]) if child(via, "drill") else 0.3  # type: ignore[index]
         vlayers = _layers(via, f"{source}: via")
         span = copper if len(vlayers) == 2 and set(vlayers) == {"F.Cu", "B.Cu"} else vlayers
-        vias.append(Via(x, y, size, drill, _expand_copper(span, copper), _net_name(via, numbers)))
+        vias.append(
+            Via(x, y, via_size, drill, _expand_copper(span, copper), _net_name(via, numbers))
+        )
     zones: list[Zone] = []
     for zone in children(tree, "zone"):
         zlayers = _expand_copper(_layers(zone, f"{source}: zone"), copper)
@@ -413,25 +424,32 @@ def _arc_polyline(
     d = 2 * (ax * (by - cy) + bx * (cy - ay) + cx * (ay - by))
     if abs(d) < 1e-12:
         return [(a, b)]
-    ux = ((ax**2 + ay**2) * (by - cy) + (bx**2 + by**2) * (cy - ay) + (cx**2 + cy**2) * (ay - by))
-    uy = ((ax**2 + ay**2) * (cx - bx) + (bx**2 + by**2) * (ax - cx) + (cx**2 + cy**2) * (bx - ax))
+    ux = (ax**2 + ay**2) * (by - cy) + (bx**2 + by**2) * (cy - ay) + (cx**2 + cy**2) * (ay - by)
+    uy = (ax**2 + ay**2) * (cx - bx) + (bx**2 + by**2) * (ax - cx) + (cx**2 + cy**2) * (bx - ax)
     ox, oy = ux / d, uy / d
     r = math.hypot(ax - ox, ay - oy)
     t0, tm, t1 = (math.atan2(p[1] - oy, p[0] - ox) for p in (a, m, b))
     span = (t1 - t0) % (2 * math.pi)
     if not ((tm - t0) % (2 * math.pi)) <= span:
         span -= 2 * math.pi
-    pts = [(ox + r * math.cos(t0 + span * k / pieces), oy + r * math.sin(t0 + span * k / pieces))
-           for k in range(pieces + 1)]  # fmt: skip
-    return list(zip(pts, pts[1:], strict=False))
+    pts = [
+        (ox + r * math.cos(t0 + span * k / pieces), oy + r * math.sin(t0 + span * k / pieces))
+        for k in range(pieces + 1)
+    ]
+    return list(itertools.pairwise(pts))
 
 
 def _edge_bbox(tree: Node) -> tuple[float, float, float, float] | None:
     xs: list[float] = []
     ys: list[float] = []
     for item in tree[1:]:
-        if not isinstance(item, list) or head(item) not in ("gr_line", "gr_rect", "gr_arc",
-                                                            "gr_poly", "gr_circle"):  # fmt: skip
+        if not isinstance(item, list) or head(item) not in (
+            "gr_line",
+            "gr_rect",
+            "gr_arc",
+            "gr_poly",
+            "gr_circle",
+        ):
             continue
         layer = child(item, "layer")
         if layer is None or text_value(layer[1]) != "Edge.Cuts":
@@ -557,9 +575,9 @@ def _lib_symbols(tree: Node, source: str) -> dict[str, _LibSymbol]:
     return libs
 
 
-def _place_pin(px: float, py: float, sym_node: Node, x: float, y: float, rot: float) -> tuple[
-    float, float
-]:
+def _place_pin(
+    px: float, py: float, sym_node: Node, x: float, y: float, rot: float
+) -> tuple[float, float]:
     vx, vy = px, -py  # library frame is y-up
     mirror = child(sym_node, "mirror")
     if mirror is not None and len(mirror) > 1:
@@ -660,7 +678,7 @@ def schematic_from_tree(tree: Node, source: str) -> Schematic:
     wires: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for wire in children(tree, "wire"):
         pts = [_snap(*p) for p in _pts(child(wire, "pts"), f"{source}: wire")]
-        for a, b in zip(pts, pts[1:], strict=False):
+        for a, b in itertools.pairwise(pts):
             wires.append((a, b))
             uf.union(("pt", a), ("pt", b))
             points.update((a, b))
@@ -685,17 +703,15 @@ def schematic_from_tree(tree: Node, source: str) -> Schematic:
         groups.setdefault(uf.find(("pt", pt)), set()).add(member)
     for name, _ in labels + power_points:
         names.setdefault(uf.find(("net", name)), set()).add(name)
-    dangling = sorted(
-        {n for root, ns in names.items() if root not in groups for n in ns}
-    )
+    dangling = sorted({n for root, ns in names.items() if root not in groups for n in ns})
     nets: dict[str, frozenset[tuple[str, str]]] = {}
     for root, members in groups.items():
         label = sorted(names.get(root, ()))
         if label:
             name = label[0]
         else:
-            ref, pin = min(members)
-            name = f"Net-({ref}-Pad{pin})"
+            first_ref, first_pin = min(members)
+            name = f"Net-({first_ref}-Pad{first_pin})"
         nets[name] = frozenset(members)
     return Schematic(
         source=source,

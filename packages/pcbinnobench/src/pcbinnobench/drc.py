@@ -144,8 +144,13 @@ def _core_distance(a: Sequence[Point], b: Sequence[Point]) -> float:
         for q1, q2 in _edges(b):
             if _segments_cross(p1, p2, q1, q2):
                 return 0.0
-            best = min(best, _seg_dist(p1, q1, q2), _seg_dist(p2, q1, q2),
-                       _seg_dist(q1, p1, p2), _seg_dist(q2, p1, p2))  # fmt: skip
+            best = min(
+                best,
+                _seg_dist(p1, q1, q2),
+                _seg_dist(p2, q1, q2),
+                _seg_dist(q1, p1, p2),
+                _seg_dist(q2, p1, p2),
+            )
     return best
 
 
@@ -200,8 +205,15 @@ def clearance_rule(project: str | Path | None) -> float:
 def _shapes(board: Board) -> list[_Shape]:
     shapes = [_pad_shape(p) for p in board.pads() if p.layers and p.kind != "np_thru_hole"]
     for t in board.tracks:
-        shapes.append(_Shape(((t.x1, t.y1), (t.x2, t.y2)), t.width / 2, (t.layer,), t.net,
-                             f"track {t.net or '(no net)'} on {t.layer}"))  # fmt: skip
+        shapes.append(
+            _Shape(
+                ((t.x1, t.y1), (t.x2, t.y2)),
+                t.width / 2,
+                (t.layer,),
+                t.net,
+                f"track {t.net or '(no net)'} on {t.layer}",
+            )
+        )
     for v in board.vias:
         shapes.append(_Shape(((v.x, v.y),), v.size / 2, v.layers, v.net, f"via {v.net}"))
     return shapes
@@ -217,14 +229,24 @@ def _touches_fill(shape: _Shape, poly: Sequence[Point]) -> bool:
     n = len(poly)
     for k in range(n):
         a, b = poly[k], poly[(k + 1) % n]
-        if max(a[0], b[0]) < x0 or min(a[0], b[0]) > x1 or max(a[1], b[1]) < y0 or min(
-            a[1], b[1]
-        ) > y1:
+        if (
+            max(a[0], b[0]) < x0
+            or min(a[0], b[0]) > x1
+            or max(a[1], b[1]) < y0
+            or min(a[1], b[1]) > y1
+        ):
             continue
         for p1, p2 in _edges(shape.core):
-            if _segments_cross(p1, p2, a, b) or min(
-                _seg_dist(p1, a, b), _seg_dist(p2, a, b), _seg_dist(a, p1, p2), _seg_dist(b, p1, p2)
-            ) <= reach:
+            if (
+                _segments_cross(p1, p2, a, b)
+                or min(
+                    _seg_dist(p1, a, b),
+                    _seg_dist(p2, a, b),
+                    _seg_dist(a, p1, p2),
+                    _seg_dist(b, p1, p2),
+                )
+                <= reach
+            ):
                 return True
     return False
 
@@ -270,8 +292,12 @@ def run_drc(board: Board, clearance: float = DEFAULT_CLEARANCE) -> DrcReport:
                     uf.union(i, j)
             elif d < clearance - _TOUCH and not (a.pad and b.pad and a.pad[0] == b.pad[0]):
                 report.violations.append(
-                    Violation("clearance", f"{a.what} and {b.what}: {max(d, 0):.3f} mm < "
-                              f"{clearance:g} mm", (a.what, b.what), d)  # fmt: skip
+                    Violation(
+                        "clearance",
+                        f"{a.what} and {b.what}: {max(d, 0):.3f} mm < {clearance:g} mm",
+                        (a.what, b.what),
+                        d,
+                    )
                 )
     # Zone fills join the copper of their net that lies on them.
     for zi, zone in enumerate(board.zones):
@@ -291,8 +317,12 @@ def run_drc(board: Board, clearance: float = DEFAULT_CLEARANCE) -> DrcReport:
             report.unconnected += len(roots) - 1
             members = sorted(s.what for i, s in enumerate(shapes) if s.pad and s.net == net)
             report.violations.append(
-                Violation("unconnected", f"net {net}: {len(roots)} islands "
-                          f"({', '.join(members[:6])})", tuple(members), len(roots) - 1)  # fmt: skip
+                Violation(
+                    "unconnected",
+                    f"net {net}: {len(roots)} islands ({', '.join(members[:6])})",
+                    tuple(members),
+                    len(roots) - 1,
+                )
             )
     return report
 
@@ -326,8 +356,7 @@ def _run_cli(name: str, args: list[str], timeout: float) -> CliCheck:
         report = Path(tmp) / "report.json"
         cmd = [exe, *args, "--format", "json", "--severity-error", "--output", str(report)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  check=False)  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return CliCheck(name, "skipped", f"kicad-cli did not run ({type(exc).__name__})")
         try:
@@ -336,8 +365,9 @@ def _run_cli(name: str, args: list[str], timeout: float) -> CliCheck:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             return CliCheck(name, "skipped", f"kicad-cli wrote no report: {tail[0][:200]}")
     count = _count_violations(data)
-    return CliCheck(name, "passed" if count == 0 else "failed",
-                    f"{count} error(s) reported by kicad-cli", count)  # fmt: skip
+    return CliCheck(
+        name, "passed" if count == 0 else "failed", f"{count} error(s) reported by kicad-cli", count
+    )
 
 
 def _count_violations(data: Any) -> int:
@@ -347,8 +377,9 @@ def _count_violations(data: Any) -> int:
     if isinstance(data, dict):
         for key in ("violations", "unconnected_items", "schematic_parity"):
             count += sum(
-                1 for v in data.get(key, []) if not isinstance(v, dict) or
-                v.get("severity", "error") == "error"  # fmt: skip
+                1
+                for v in data.get(key, [])
+                if not isinstance(v, dict) or v.get("severity", "error") == "error"
             )
         for sheet in data.get("sheets", []):
             count += _count_violations(sheet)

@@ -12,6 +12,7 @@ edit is impossible (no such reference, pad or net).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -165,8 +166,9 @@ def delete_tracks(pcb: Node, ref: str) -> int:
     its pads, followed along the chain (through vias and bends) until it reaches another pad
     or a junction of three or more items. Returns how many items were removed."""
     pads = _pad_geometry(_footprint(pcb, ref))
-    other = [g for fp in children(pcb, "footprint") if identity(fp) != ref
-             for g in _pad_geometry(fp)]  # fmt: skip
+    other = [
+        g for fp in children(pcb, "footprint") if identity(fp) != ref for g in _pad_geometry(fp)
+    ]
 
     def on(pads_: list[tuple[float, float, float]], x: float, y: float) -> bool:
         return any(math.hypot(x - px, y - py) <= r * 0.75 for px, py, r in pads_)
@@ -187,9 +189,10 @@ def delete_tracks(pcb: Node, ref: str) -> int:
             by_point.setdefault(pt, []).append(i)
     removed: set[int] = set()
     frontier = [
-        i for i, (item, pts) in enumerate(items)
+        i
+        for i, (item, pts) in enumerate(items)
         if head(item) == "segment" and any(on(pads, x / 1e4, y / 1e4) for x, y in pts)
-    ]  # fmt: skip
+    ]
     while frontier:
         i = frontier.pop()
         if i in removed:
@@ -230,12 +233,19 @@ def add_track(
         raise EditError(f"add_track: layer must be F.Cu or B.Cu, got {layer!r}")
     code = net_code(pcb, net)
     existing = sum(1 for _ in children(pcb, "segment")) + sum(1 for _ in children(pcb, "via"))
-    for k, (a, b) in enumerate(zip(pts, pts[1:], strict=False)):
-        pcb.insert(_track_slot(pcb), [
-            s("segment"), [s("start"), n(a[0]), n(a[1])], [s("end"), n(b[0]), n(b[1])],
-            [s("width"), n(width)], [s("layer"), layer], [s("net"), n(code)],
-            [s("uuid"), stable_uuid("segment", net, a, b, layer, existing + k)],
-        ])  # fmt: skip
+    for k, (a, b) in enumerate(itertools.pairwise(pts)):
+        pcb.insert(
+            _track_slot(pcb),
+            [
+                s("segment"),
+                [s("start"), n(a[0]), n(a[1])],
+                [s("end"), n(b[0]), n(b[1])],
+                [s("width"), n(width)],
+                [s("layer"), layer],
+                [s("net"), n(code)],
+                [s("uuid"), stable_uuid("segment", net, a, b, layer, existing + k)],
+            ],
+        )
     return len(pts) - 1
 
 
@@ -251,11 +261,18 @@ def add_via(pcb: Node, net: str, x: float, y: float, size: float = 0.6, drill: f
     """A through via of ``net`` at ``(x, y)``."""
     _finite(x, y, size, drill)
     code = net_code(pcb, net)
-    pcb.insert(_track_slot(pcb), [
-        s("via"), [s("at"), n(x), n(y)], [s("size"), n(size)], [s("drill"), n(drill)],
-        [s("layers"), "F.Cu", "B.Cu"], [s("net"), n(code)],
-        [s("uuid"), stable_uuid("via", net, x, y)],
-    ])  # fmt: skip
+    pcb.insert(
+        _track_slot(pcb),
+        [
+            s("via"),
+            [s("at"), n(x), n(y)],
+            [s("size"), n(size)],
+            [s("drill"), n(drill)],
+            [s("layers"), "F.Cu", "B.Cu"],
+            [s("net"), n(code)],
+            [s("uuid"), stable_uuid("via", net, x, y)],
+        ],
+    )
 
 
 def _set_property(node: Node, name: str, value: str) -> bool:
@@ -286,8 +303,9 @@ def set_footprint(pcb: Node | None, sch: Node | None, ref: str, key: str) -> Non
         return
     fp = _footprint(pcb, ref)
     x, y, rot = _at(fp, f"footprint {ref}")
-    value = next((text_value(p[2]) for p in children(fp, "property")
-                  if text_value(p[1]) == "Value"), "")  # fmt: skip
+    value = next(
+        (text_value(p[2]) for p in children(fp, "property") if text_value(p[1]) == "Value"), ""
+    )
     nets: dict[str, tuple[int, str]] = {}
     for p in children(fp, "pad"):
         net = child(p, "net")
@@ -304,8 +322,9 @@ def set_footprint(pcb: Node | None, sch: Node | None, ref: str, key: str) -> Non
 # ----------------------------------------------------------------------------- schematic
 
 
-def _pin_stub(pin: lib.PinSpec, x: float, y: float) -> tuple[tuple[float, float], tuple[float,
-                                                                                       float]]:
+def _pin_stub(
+    pin: lib.PinSpec, x: float, y: float
+) -> tuple[tuple[float, float], tuple[float, float]]:
     px, py = x + pin.x, y - pin.y
     a = math.radians(pin.angle)
     ox, oy = -math.cos(a), math.sin(a)  # outward, in the y-down sheet frame
@@ -326,16 +345,25 @@ def symbol_nodes(
     net label ``nets[pin]`` (a no-connect flag on pins without a net)."""
     p = lib.part(key)
     seed = f"sch/{ref}"
-    sym: Node = [s("symbol"), [s("lib_id"), p.symbol], [s("at"), n(x), n(y), n(0)],
-                 [s("unit"), n(1)], [s("exclude_from_sim"), s("no")], [s("in_bom"), s("yes")],
-                 [s("on_board"), s("yes")], [s("dnp"), s("no")],
-                 [s("uuid"), stable_uuid(seed)]]  # fmt: skip
-    hw, hh = p.body
-    for name, text, dx, dy, hide in (("Reference", ref, hw + 2.54, -1.27, False),
-                                     ("Value", value, hw + 2.54, 1.27, False),
-                                     ("Footprint", p.footprint, 0, 0, True),
-                                     ("Datasheet", "~", 0, 0, True),
-                                     ("Description", p.description, 0, 0, True)):  # fmt: skip
+    sym: Node = [
+        s("symbol"),
+        [s("lib_id"), p.symbol],
+        [s("at"), n(x), n(y), n(0)],
+        [s("unit"), n(1)],
+        [s("exclude_from_sim"), s("no")],
+        [s("in_bom"), s("yes")],
+        [s("on_board"), s("yes")],
+        [s("dnp"), s("no")],
+        [s("uuid"), stable_uuid(seed)],
+    ]
+    hw, _hh = p.body
+    for name, text, dx, dy, hide in (
+        ("Reference", ref, hw + 2.54, -1.27, False),
+        ("Value", value, hw + 2.54, 1.27, False),
+        ("Footprint", p.footprint, 0, 0, True),
+        ("Datasheet", "~", 0, 0, True),
+        ("Description", p.description, 0, 0, True),
+    ):
         eff: Node = [s("effects"), [s("font"), [s("size"), n(1.27), n(1.27)]]]
         if hide:
             eff.append([s("hide"), s("yes")])
@@ -344,25 +372,49 @@ def symbol_nodes(
         sym.append([s("property"), name, text, [s("at"), n(x + dx), n(y + dy), n(0)], eff])
     for pin in p.pins:
         sym.append([s("pin"), pin.number, [s("uuid"), stable_uuid(seed, "pin", pin.number)]])
-    sym.append([s("instances"), [s("project"), project,
-                [s("path"), f"/{root}", [s("reference"), ref], [s("unit"), n(1)]]]])  # fmt: skip
+    sym.append(
+        [
+            s("instances"),
+            [
+                s("project"),
+                project,
+                [s("path"), f"/{root}", [s("reference"), ref], [s("unit"), n(1)]],
+            ],
+        ]
+    )
     out = [sym]
     for pin in p.pins:
         (px, py), (ex, ey) = _pin_stub(pin, x, y)
         net = nets.get(pin.number, "")
         if not net:
-            out.append([s("no_connect"), [s("at"), n(px), n(py)],
-                        [s("uuid"), stable_uuid(seed, "nc", pin.number)]])  # fmt: skip
+            out.append(
+                [
+                    s("no_connect"),
+                    [s("at"), n(px), n(py)],
+                    [s("uuid"), stable_uuid(seed, "nc", pin.number)],
+                ]
+            )
             continue
-        out.append([s("wire"), [s("pts"), [s("xy"), n(px), n(py)], [s("xy"), n(ex), n(ey)]],
-                    [s("stroke"), [s("width"), n(0)], [s("type"), s("default")]],
-                    [s("uuid"), stable_uuid(seed, "wire", pin.number)]])  # fmt: skip
+        out.append(
+            [
+                s("wire"),
+                [s("pts"), [s("xy"), n(px), n(py)], [s("xy"), n(ex), n(ey)]],
+                [s("stroke"), [s("width"), n(0)], [s("type"), s("default")]],
+                [s("uuid"), stable_uuid(seed, "wire", pin.number)],
+            ]
+        )
         angle = 180 if ex < px else (90 if ey < py else (270 if ey > py else 0))
         justify = [s("justify"), s("right" if angle == 180 else "left"), s("bottom")]
-        out.append([s("label"), net, [s("at"), n(ex), n(ey), n(angle)],
-                    [s("fields_autoplaced"), s("yes")],
-                    [s("effects"), [s("font"), [s("size"), n(1.27), n(1.27)]], justify],
-                    [s("uuid"), stable_uuid(seed, "label", pin.number)]])  # fmt: skip
+        out.append(
+            [
+                s("label"),
+                net,
+                [s("at"), n(ex), n(ey), n(angle)],
+                [s("fields_autoplaced"), s("yes")],
+                [s("effects"), [s("font"), [s("size"), n(1.27), n(1.27)]], justify],
+                [s("uuid"), stable_uuid(seed, "label", pin.number)],
+            ]
+        )
     return out
 
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paperstack.llm import ChatModel
-
 from pcbinnobench.errors import PcbBenchError
 from pcbinnobench.tasks import Task
 from pcbinnobench.tools import Sandbox, tool_help, tree_digest
@@ -75,12 +74,19 @@ class Episode:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "task_id": self.task_id, "level": self.level, "agent": self.agent,
-            "passed": self.passed, "calls": self.calls, "tool_calls": self.tool_calls,
-            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-            "estimated_tokens": self.estimated_tokens, "seconds": round(self.seconds, 3),
-            "stop": self.stop, "validation": self.result.to_json(),
-        }  # fmt: skip
+            "task_id": self.task_id,
+            "level": self.level,
+            "agent": self.agent,
+            "passed": self.passed,
+            "calls": self.calls,
+            "tool_calls": self.tool_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "estimated_tokens": self.estimated_tokens,
+            "seconds": round(self.seconds, 3),
+            "stop": self.stop,
+            "validation": self.result.to_json(),
+        }
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
@@ -138,8 +144,9 @@ def run_episode(
             {"role": "system", "content": SYSTEM_PROMPT.format(tools=tool_help())},
             {"role": "user", "content": prompt},
         ]
-        ep = Episode(task.id, level, getattr(agent, "name", type(agent).__name__),
-                     ValidationResult(task.id))  # fmt: skip
+        ep = Episode(
+            task.id, level, getattr(agent, "name", type(agent).__name__), ValidationResult(task.id)
+        )
         misses = 0
         while True:
             if ep.calls >= budget.max_calls:
@@ -148,11 +155,17 @@ def run_episode(
             if ep.prompt_tokens + ep.completion_tokens >= budget.max_tokens:
                 ep.stop = "budget: tokens"
                 break
-            answer = agent.generate([list(messages)], max_new_tokens=budget.max_new_tokens,
-                                    temperature=temperature, seed=seed)[0][0]  # fmt: skip
+            answer = agent.generate(
+                [list(messages)],
+                max_new_tokens=budget.max_new_tokens,
+                temperature=temperature,
+                seed=seed,
+            )[0][0]
             ep.calls += 1
-            pt, ct = getattr(answer, "prompt_tokens", None), getattr(answer, "completion_tokens",
-                                                                      None)  # fmt: skip
+            pt, ct = (
+                getattr(answer, "prompt_tokens", None),
+                getattr(answer, "completion_tokens", None),
+            )
             if pt is None or ct is None:
                 ep.estimated_tokens = True
                 pt = sum(_tokens(m["content"]) for m in messages)
@@ -183,11 +196,16 @@ def run_episode(
         tampered = box.tampered or tree_digest(box.root) != box.last_digest
         result = validate(box.root, task.hidden)
         if tampered:
-            result.checks.insert(0, Check("workspace_integrity", "failed",
-                                          "the sandbox changed outside the agent's tools"))  # fmt: skip
+            result.checks.insert(
+                0,
+                Check(
+                    "workspace_integrity", "failed", "the sandbox changed outside the agent's tools"
+                ),
+            )
         if tree_digest(task.workspace) != source_before:
-            result.checks.insert(0, Check("workspace_integrity", "failed",
-                                          "the shipped workspace was modified"))  # fmt: skip
+            result.checks.insert(
+                0, Check("workspace_integrity", "failed", "the shipped workspace was modified")
+            )
         ep.result = result
     ep.seconds = time.perf_counter() - started
     if keep_transcript:
@@ -200,10 +218,19 @@ def cost_card(episodes: Sequence[Episode], ledger: Any | None = None) -> dict[st
     card: dict[str, Any] = {"agents": {}}
     for ep in episodes:
         key = f"{ep.agent}/{ep.level}"
-        row = card["agents"].setdefault(key, {"episodes": 0, "passed": 0, "calls": 0,
-                                              "prompt_tokens": 0, "completion_tokens": 0,
-                                              "estimated_tokens": False, "seconds": 0.0,
-                                              "tool_calls": {}})  # fmt: skip
+        row = card["agents"].setdefault(
+            key,
+            {
+                "episodes": 0,
+                "passed": 0,
+                "calls": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "estimated_tokens": False,
+                "seconds": 0.0,
+                "tool_calls": {},
+            },
+        )
         row["episodes"] += 1
         row["passed"] += int(ep.passed)
         row["calls"] += ep.calls

@@ -281,7 +281,7 @@ def node_text(node: Any) -> str:
 # ----------------------------------------------------------------------------- reading helpers
 
 
-def sym(name: str) -> Symbol:
+def sym(name: str) -> Any:
     return Symbol(name)
 
 
@@ -380,9 +380,7 @@ def select(tree: Node, path: str) -> list[tuple[Node, Node]]:
     for h, key, index in _steps(path):
         found: list[tuple[Node, Node]] = []
         for _, node in current:
-            matches = [
-                c for c in children(node, h) if key is None or identity(c) == key.strip()
-            ]
+            matches = [c for c in children(node, h) if key is None or identity(c) == key.strip()]
             if index is not None:
                 matches = matches[index : index + 1]
             found.extend((node, m) for m in matches)

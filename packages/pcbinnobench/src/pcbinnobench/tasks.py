@@ -76,8 +76,16 @@ class Task:
 def _catalog_digest() -> str:
     """SHA-256 of the code the shipped task set is built from (so a change rebuilds it)."""
     h = hashlib.sha256()
-    for name in ("catalog.py", "parts.py", "edits.py", "sexpr.py", "design.py", "drc.py",
-                 "tools.py", "tasks.py"):  # fmt: skip
+    for name in (
+        "catalog.py",
+        "parts.py",
+        "edits.py",
+        "sexpr.py",
+        "design.py",
+        "drc.py",
+        "tools.py",
+        "tasks.py",
+    ):
         h.update((resources.files("pcbinnobench") / name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -87,7 +95,6 @@ def default_root(cache_dir: str | Path | None = None) -> Path:
     once per version of the code that writes it (a temporary sibling renamed into place, so
     two processes or a killed run never leave half a task set)."""
     from paperstack.cache import cache_root
-
     from pcbinnobench.catalog import build_all
 
     root = cache_root(cache_dir) / "pcbinnobench" / f"tasks-{_catalog_digest()}"
@@ -162,8 +169,17 @@ def load_tasks(root: str | Path | None = None, ids: list[str] | None = None) -> 
         hid = hidden / tid
         if not (hid / "validators.json").is_file():
             raise TaskSetError(f"{hid}: no hidden evaluation package (validators.json)")
-        tasks.append(Task(tid, str(meta.get("title", tid)), str(meta.get("board", "")),
-                          str(meta.get("kind", "")), workspace, prompts, hid))  # fmt: skip
+        tasks.append(
+            Task(
+                tid,
+                str(meta.get("title", tid)),
+                str(meta.get("board", "")),
+                str(meta.get("kind", "")),
+                workspace,
+                prompts,
+                hid,
+            )
+        )
     if not tasks:
         raise TaskSetError(f"{public}: no tasks")
     return tasks

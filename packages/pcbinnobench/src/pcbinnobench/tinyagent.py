@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
 from paperstack.tasks import Example, Task, completion_text
 from paperstack.tasks.base import check_n, in_test_split, split_rng
-
 from pcbinnobench import parts as lib
 from pcbinnobench.errors import PcbBenchError
 from pcbinnobench.sexpr import format_number
@@ -65,8 +65,10 @@ def action_to_command(action: Mapping[str, Any]) -> str:
         return f"add_via {a['net']} {_f(a['x'])} {_f(a['y'])}"
     if tool == "add_part":
         nets = " ".join(f"{k}={v}" for k, v in a["nets"].items())
-        return (f"add_part {a['ref']} {a['part']} {a['value']} {_f(a['x'])} {_f(a['y'])} "
-                f"{_f(a.get('rotation', 0))} {nets}")  # fmt: skip
+        return (
+            f"add_part {a['ref']} {a['part']} {a['value']} {_f(a['x'])} {_f(a['y'])} "
+            f"{_f(a.get('rotation', 0))} {nets}"
+        )
     if tool == "set_value":
         return f"set_value {a['ref']} {a['value']}"
     if tool == "set_footprint":
@@ -93,8 +95,16 @@ def command_to_action(line: str) -> dict[str, Any]:
     if not words:
         raise PcbBenchError("empty command")
     tool, rest = words[0], words[1:]
-    arity = {"delete_tracks": 1, "place": 4, "add_via": 3, "set_value": 2, "set_footprint": 2,
-             "set_pad_net": 3, "set_pin_net": 3, "done": 0}  # fmt: skip
+    arity = {
+        "delete_tracks": 1,
+        "place": 4,
+        "add_via": 3,
+        "set_value": 2,
+        "set_footprint": 2,
+        "set_pad_net": 3,
+        "set_pin_net": 3,
+        "done": 0,
+    }
     if tool in arity and len(rest) != arity[tool]:
         raise PcbBenchError(f"{tool} takes {arity[tool]} arguments, got {len(rest)}: {line!r}")
     if tool == "done":
@@ -111,8 +121,10 @@ def command_to_action(line: str) -> dict[str, Any]:
         pts = [[nums[i], nums[i + 1]] for i in range(0, len(nums), 2)]
         return {"tool": tool, "args": {"net": rest[0], "points": pts, "layer": rest[1]}}
     if tool == "add_via":
-        return {"tool": tool, "args": {"net": rest[0], "x": _number(rest[1]),
-                                       "y": _number(rest[2])}}  # fmt: skip
+        return {
+            "tool": tool,
+            "args": {"net": rest[0], "x": _number(rest[1]), "y": _number(rest[2])},
+        }
     if tool == "add_part":
         if len(rest) < 6:
             raise PcbBenchError(f"add_part takes REF PART VALUE X Y ROT PAD=NET...: {line!r}")
@@ -122,9 +134,18 @@ def command_to_action(line: str) -> dict[str, Any]:
                 raise PcbBenchError(f"add_part: expected PAD=NET, got {item!r}")
             k, v = item.split("=", 1)
             nets[k] = v
-        return {"tool": tool, "args": {"ref": rest[0], "part": rest[1], "value": rest[2],
-                                       "x": _number(rest[3]), "y": _number(rest[4]),
-                                       "rotation": _number(rest[5]), "nets": nets}}  # fmt: skip
+        return {
+            "tool": tool,
+            "args": {
+                "ref": rest[0],
+                "part": rest[1],
+                "value": rest[2],
+                "x": _number(rest[3]),
+                "y": _number(rest[4]),
+                "rotation": _number(rest[5]),
+                "nets": nets,
+            },
+        }
     if tool == "set_value":
         return {"tool": tool, "args": {"ref": rest[0], "value": rest[1]}}
     if tool == "set_footprint":
@@ -139,13 +160,54 @@ def command_to_action(line: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- training task
 
 _REFS = [f"{p}{i}" for p in "CRUDJQ" for i in range(1, 13)]
-_NETS = ["GND", "+5V", "+3V3", "+12V", "+1V8", "VBUS", "IN", "OUT", "IN_F", "OUTB", "SDA",
-         "SCL", "EN", "MISO", "MOSI", "SCK", "CS", "TX", "RX", "RESET", "LED_A", "GATE", "VREF",
-         "Net-(U1-FB)"]  # fmt: skip
-_VALUES = [f"{m}{u}" for m in ("1", "2.2", "3.3", "4.7", "6.8", "10", "15", "22", "33", "47",
-                                "68", "100", "150", "220", "330", "470")
-           for u in ("pF", "nF", "uF", "k", "R", "M")] + ["SMBJ5.0A", "SMBJ3.3A", "SMAJ12A",
-                                                           "LMV358", "24LC02", "AP2112K-3.3"]
+_NETS = [
+    "GND",
+    "+5V",
+    "+3V3",
+    "+12V",
+    "+1V8",
+    "VBUS",
+    "IN",
+    "OUT",
+    "IN_F",
+    "OUTB",
+    "SDA",
+    "SCL",
+    "EN",
+    "MISO",
+    "MOSI",
+    "SCK",
+    "CS",
+    "TX",
+    "RX",
+    "RESET",
+    "LED_A",
+    "GATE",
+    "VREF",
+    "Net-(U1-FB)",
+]
+_VALUES = [
+    f"{m}{u}"
+    for m in (
+        "1",
+        "2.2",
+        "3.3",
+        "4.7",
+        "6.8",
+        "10",
+        "15",
+        "22",
+        "33",
+        "47",
+        "68",
+        "100",
+        "150",
+        "220",
+        "330",
+        "470",
+    )
+    for u in ("pF", "nF", "uF", "k", "R", "M")
+] + ["SMBJ5.0A", "SMBJ3.3A", "SMAJ12A", "LMV358", "24LC02", "AP2112K-3.3"]
 
 
 def _coord(rng: random.Random) -> float:
@@ -155,29 +217,53 @@ def _coord(rng: random.Random) -> float:
 
 def random_action(rng: random.Random) -> dict[str, Any]:
     """One random ECAD step of the kinds the trajectories use."""
-    kind = rng.choice(["delete_tracks", "place", "add_track", "add_track", "add_via",
-                       "add_part", "set_value", "set_footprint", "set_pad_net",
-                       "set_pin_net"])  # fmt: skip
+    kind = rng.choice(
+        [
+            "delete_tracks",
+            "place",
+            "add_track",
+            "add_track",
+            "add_via",
+            "add_part",
+            "set_value",
+            "set_footprint",
+            "set_pad_net",
+            "set_pin_net",
+        ]
+    )
     ref, net = rng.choice(_REFS), rng.choice(_NETS)
     rot = rng.choice((0, 90, -90, 180))
     if kind == "delete_tracks":
         return {"tool": kind, "args": {"ref": ref}}
     if kind == "place":
-        return {"tool": kind, "args": {"ref": ref, "x": _coord(rng), "y": _coord(rng),
-                                       "rotation": rot}}  # fmt: skip
+        return {
+            "tool": kind,
+            "args": {"ref": ref, "x": _coord(rng), "y": _coord(rng), "rotation": rot},
+        }
     if kind == "add_track":
         pts = [[_coord(rng), _coord(rng)] for _ in range(rng.choice((2, 2, 2, 3, 4)))]
-        return {"tool": kind, "args": {"net": net, "points": pts,
-                                       "layer": rng.choice(("F.Cu", "B.Cu"))}}  # fmt: skip
+        return {
+            "tool": kind,
+            "args": {"net": net, "points": pts, "layer": rng.choice(("F.Cu", "B.Cu"))},
+        }
     if kind == "add_via":
         return {"tool": kind, "args": {"net": net, "x": _coord(rng), "y": _coord(rng)}}
     if kind == "add_part":
         key = rng.choice(sorted(lib.PARTS))
         pads = [p.number for p in lib.part(key).pads]
         nets = {p: rng.choice(_NETS) for p in pads[: rng.choice((2, 2, 3, 4))]}
-        return {"tool": kind, "args": {"ref": ref, "part": key, "value": rng.choice(_VALUES),
-                                       "x": _coord(rng), "y": _coord(rng), "rotation": rot,
-                                       "nets": nets}}  # fmt: skip
+        return {
+            "tool": kind,
+            "args": {
+                "ref": ref,
+                "part": key,
+                "value": rng.choice(_VALUES),
+                "x": _coord(rng),
+                "y": _coord(rng),
+                "rotation": rot,
+                "nets": nets,
+            },
+        }
     if kind == "set_value":
         return {"tool": kind, "args": {"ref": ref, "value": rng.choice(_VALUES)}}
     if kind == "set_footprint":
@@ -211,8 +297,11 @@ class StepTranslation(Task):
             masked, got = mask_numbers(command)
             if got != numbers:  # the copy pointer must line up (it does for every template)
                 continue
-            out.append(Example(self.name, prompt, masked,
-                               {"action": json.dumps(action), "numbers": numbers}))  # fmt: skip
+            out.append(
+                Example(
+                    self.name, prompt, masked, {"action": json.dumps(action), "numbers": numbers}
+                )
+            )
         return out
 
     def verify(self, example: Example, completion: str | Sequence[Mapping[str, Any]]) -> bool:
@@ -283,8 +372,11 @@ class CompactModelAgent:
                 out.append(['{"tool": "done", "args": {}}'])
                 continue
             masked, numbers = mask_numbers(lines[turn])
-            text = self.model.generate([[{"role": "user", "content": masked}]],
-                                       max_new_tokens=self.max_new_tokens, temperature=0.0)[0][0]
+            text = self.model.generate(
+                [[{"role": "user", "content": masked}]],
+                max_new_tokens=self.max_new_tokens,
+                temperature=0.0,
+            )[0][0]
             self.prompt_tokens += len(masked)
             self.completion_tokens += len(text)
             first = str(text).splitlines()[0] if str(text) else ""

@@ -46,26 +46,34 @@ class ToolError(PcbBenchError):
 TOOLS: dict[str, tuple[str, str]] = {
     "list_files": ("{}", "every file in the workspace, with its size"),
     "read_file": ('{"path", "offset"?}', f"a file's text, {MAX_READ} characters from offset"),
-    "summary": ('{"path"}', "a board's footprints, pads and nets, or a schematic's symbols "
-                "and nets"),
-    "query": ('{"path", "select"}', "the s-expression nodes a path names, e.g. "
-              "footprint:C4/at or symbol:R2/property:Footprint"),
-    "patch": ('{"path", "ops": [{"op": "set"|"insert"|"delete", "path", "value"?}]}',
-              "s-expression-aware edits of one file"),
+    "summary": (
+        '{"path"}',
+        "a board's footprints, pads and nets, or a schematic's symbols and nets",
+    ),
+    "query": (
+        '{"path", "select"}',
+        "the s-expression nodes a path names, e.g. footprint:C4/at or symbol:R2/property:Footprint",
+    ),
+    "patch": (
+        '{"path", "ops": [{"op": "set"|"insert"|"delete", "path", "value"?}]}',
+        "s-expression-aware edits of one file",
+    ),
     "write_file": ('{"path", "content"}', "replace a whole file"),
     "delete_file": ('{"path"}', "delete a file"),
     "place": ('{"ref", "x", "y", "rotation"?}', "move a footprint on the board (pads follow)"),
     "delete_tracks": ('{"ref"}', "rip up the tracks and vias hanging off a footprint"),
     "add_track": ('{"net", "points": [[x, y], ...], "layer"?, "width"?}', "route copper"),
     "add_via": ('{"net", "x", "y"}', "a through via"),
-    "add_part": ('{"ref", "part", "value", "x", "y", "rotation"?, "nets": {pad: net}}',
-                 "a new component in the schematic and on the board"),
+    "add_part": (
+        '{"ref", "part", "value", "x", "y", "rotation"?, "nets": {pad: net}}',
+        "a new component in the schematic and on the board",
+    ),
     "set_value": ('{"ref", "value"}', "a component's value, in both files"),
     "set_footprint": ('{"ref", "part"}', "swap a component's package, in both files"),
     "set_pad_net": ('{"ref", "pad", "net"}', "assign a board pad to a net"),
     "set_pin_net": ('{"ref", "pin", "net"}', "connect a schematic pin to a net (label)"),
     "done": ("{}", "finish"),
-}  # fmt: skip
+}
 
 
 def tool_help() -> str:
@@ -202,29 +210,61 @@ class Sandbox:
             "patch": self._patch,
             "write_file": self._write,
             "delete_file": self._delete,
-            "place": self._board_edit(lambda pcb, a: edits.place(
-                pcb, _str(a, "ref"), _num(a, "x"), _num(a, "y"),
-                None if a.get("rotation") is None else _num(a, "rotation"))),
+            "place": self._board_edit(
+                lambda pcb, a: edits.place(
+                    pcb,
+                    _str(a, "ref"),
+                    _num(a, "x"),
+                    _num(a, "y"),
+                    None if a.get("rotation") is None else _num(a, "rotation"),
+                )
+            ),
             "delete_tracks": self._board_edit(
-                lambda pcb, a: f"removed {edits.delete_tracks(pcb, _str(a, 'ref'))} items"),
-            "add_track": self._board_edit(lambda pcb, a: edits.add_track(
-                pcb, _str(a, "net"), a.get("points", []), str(a.get("layer", "F.Cu")),
-                _num(a, "width", 0.25))),
-            "add_via": self._board_edit(lambda pcb, a: edits.add_via(
-                pcb, _str(a, "net"), _num(a, "x"), _num(a, "y"))),
-            "set_pad_net": self._board_edit(lambda pcb, a: edits.set_pad_net(
-                pcb, _str(a, "ref"), _str(a, "pad"), _str(a, "net"))),
-            "add_part": self._both_edit(lambda pcb, sch, a: edits.add_part(
-                pcb, sch, _str(a, "ref"), _str(a, "part"), _str(a, "value"), _num(a, "x"),
-                _num(a, "y"), _num(a, "rotation", 0.0), _nets(a))),
-            "set_value": self._both_edit(lambda pcb, sch, a: edits.set_value(
-                pcb, sch, _str(a, "ref"), _str(a, "value"))),
-            "set_footprint": self._both_edit(lambda pcb, sch, a: edits.set_footprint(
-                pcb, sch, _str(a, "ref"), _str(a, "part"))),
-            "set_pin_net": self._sch_edit(lambda sch, a: edits.set_pin_net(
-                sch, _str(a, "ref"), _str(a, "pin"), _str(a, "net"))),
+                lambda pcb, a: f"removed {edits.delete_tracks(pcb, _str(a, 'ref'))} items"
+            ),
+            "add_track": self._board_edit(
+                lambda pcb, a: edits.add_track(
+                    pcb,
+                    _str(a, "net"),
+                    a.get("points", []),
+                    str(a.get("layer", "F.Cu")),
+                    _num(a, "width", 0.25),
+                )
+            ),
+            "add_via": self._board_edit(
+                lambda pcb, a: edits.add_via(pcb, _str(a, "net"), _num(a, "x"), _num(a, "y"))
+            ),
+            "set_pad_net": self._board_edit(
+                lambda pcb, a: edits.set_pad_net(
+                    pcb, _str(a, "ref"), _str(a, "pad"), _str(a, "net")
+                )
+            ),
+            "add_part": self._both_edit(
+                lambda pcb, sch, a: edits.add_part(
+                    pcb,
+                    sch,
+                    _str(a, "ref"),
+                    _str(a, "part"),
+                    _str(a, "value"),
+                    _num(a, "x"),
+                    _num(a, "y"),
+                    _num(a, "rotation", 0.0),
+                    _nets(a),
+                )
+            ),
+            "set_value": self._both_edit(
+                lambda pcb, sch, a: edits.set_value(pcb, sch, _str(a, "ref"), _str(a, "value"))
+            ),
+            "set_footprint": self._both_edit(
+                lambda pcb, sch, a: edits.set_footprint(pcb, sch, _str(a, "ref"), _str(a, "part"))
+            ),
+            "set_pin_net": self._sch_edit(
+                lambda sch, a: edits.set_pin_net(
+                    sch, _str(a, "ref"), _str(a, "pin"), _str(a, "net")
+                )
+            ),
             "done": self._done,
-        }  # fmt: skip
+        }
 
     def _list(self, args: dict[str, Any]) -> str:
         rows = [
@@ -242,21 +282,25 @@ class Sandbox:
         text = path.read_text(encoding="utf-8", errors="replace")
         chunk = text[max(0, offset) : max(0, offset) + MAX_READ]
         more = len(text) - (offset + len(chunk))
-        return chunk + (f"\n[... {more} more characters; offset={offset + len(chunk)}]"
-                        if more > 0 else "")  # fmt: skip
+        return chunk + (
+            f"\n[... {more} more characters; offset={offset + len(chunk)}]" if more > 0 else ""
+        )
 
     def _summary(self, args: dict[str, Any]) -> str:
         path = self.resolve(args.get("path"))
         if path.suffix == ".kicad_pcb":
             board = design.load_board(path)
-            lines = [f"board {path.name}: {len(board.footprints)} footprints, nets: "
-                     + ", ".join(board.nets)]  # fmt: skip
+            lines = [
+                f"board {path.name}: {len(board.footprints)} footprints, nets: "
+                + ", ".join(board.nets)
+            ]
             f = sexpr.format_number
             for fp in board.footprints.values():
-                pads = " ".join(f"{p.number}@({f(p.x)},{f(p.y)})={p.net or '-'}"
-                                for p in fp.pads)  # fmt: skip
-                lines.append(f"{fp.ref} {fp.value} {fp.lib_id} at ({f(fp.x)}, {f(fp.y)}, "
-                             f"{f(fp.rotation)}) pads {pads}")  # fmt: skip
+                pads = " ".join(f"{p.number}@({f(p.x)},{f(p.y)})={p.net or '-'}" for p in fp.pads)
+                lines.append(
+                    f"{fp.ref} {fp.value} {fp.lib_id} at ({f(fp.x)}, {f(fp.y)}, "
+                    f"{f(fp.rotation)}) pads {pads}"
+                )
             lines.append(f"{len(board.tracks)} track segments, {len(board.vias)} vias")
             return "\n".join(lines)
         if path.suffix == ".kicad_sch":
@@ -317,9 +361,9 @@ class Sandbox:
         self.done = True
         return "done"
 
-    def _board_edit(self, fn: Callable[[sexpr.Node, dict[str, Any]], Any]) -> Callable[
-        [dict[str, Any]], str
-    ]:
+    def _board_edit(
+        self, fn: Callable[[sexpr.Node, dict[str, Any]], Any]
+    ) -> Callable[[dict[str, Any]], str]:
         def run(args: dict[str, Any]) -> str:
             path = self._file(".kicad_pcb")
             tree = self._tree(path, "kicad_pcb")
@@ -329,9 +373,9 @@ class Sandbox:
 
         return run
 
-    def _sch_edit(self, fn: Callable[[sexpr.Node, dict[str, Any]], Any]) -> Callable[
-        [dict[str, Any]], str
-    ]:
+    def _sch_edit(
+        self, fn: Callable[[sexpr.Node, dict[str, Any]], Any]
+    ) -> Callable[[dict[str, Any]], str]:
         def run(args: dict[str, Any]) -> str:
             path = self._file(".kicad_sch")
             tree = self._tree(path, "kicad_sch")
@@ -341,9 +385,9 @@ class Sandbox:
 
         return run
 
-    def _both_edit(self, fn: Callable[[sexpr.Node, sexpr.Node, dict[str, Any]], Any]) -> Callable[
-        [dict[str, Any]], str
-    ]:
+    def _both_edit(
+        self, fn: Callable[[sexpr.Node, sexpr.Node, dict[str, Any]], Any]
+    ) -> Callable[[dict[str, Any]], str]:
         def run(args: dict[str, Any]) -> str:
             pcb_path, sch_path = self._file(".kicad_pcb"), self._file(".kicad_sch")
             pcb, sch = self._tree(pcb_path, "kicad_pcb"), self._tree(sch_path, "kicad_sch")

@@ -36,17 +36,34 @@ from pcbinnobench import design, drc, sexpr
 from pcbinnobench.design import Board, Schematic
 from pcbinnobench.errors import PcbBenchError
 
-__all__ = ["FAMILIES", "FAMILY_ORDER", "Check", "ValidationResult", "net_partition_diff", "validate"]
+__all__ = [
+    "FAMILIES",
+    "FAMILY_ORDER",
+    "Check",
+    "ValidationResult",
+    "net_partition_diff",
+    "validate",
+]
 
 #: check name prefix -> family, for the per-validator breakdown
 FAMILIES = {
-    "workspace_exists": "structural", "required_file": "structural", "parseable": "structural",
-    "hidden_files_absent": "structural", "changed": "structural",
-    "pad_distance": "task", "pad_nets": "task", "pin_nets": "task", "component": "task",
-    "sch_field": "task", "unchanged": "task", "position": "task",
-    "cross_artifact": "cross_artifact", "drc": "drc",
-    "kicad_cli_drc": "kicad_cli", "kicad_cli_erc": "kicad_cli",
-}  # fmt: skip
+    "workspace_exists": "structural",
+    "required_file": "structural",
+    "parseable": "structural",
+    "hidden_files_absent": "structural",
+    "changed": "structural",
+    "pad_distance": "task",
+    "pad_nets": "task",
+    "pin_nets": "task",
+    "component": "task",
+    "sch_field": "task",
+    "unchanged": "task",
+    "position": "task",
+    "cross_artifact": "cross_artifact",
+    "drc": "drc",
+    "kicad_cli_drc": "kicad_cli",
+    "kicad_cli_erc": "kicad_cli",
+}
 #: the families in report order
 FAMILY_ORDER = ("structural", "task", "cross_artifact", "drc", "kicad_cli")
 HIDDEN_NAMES = {"validators.json", "solution.json"}
@@ -100,8 +117,9 @@ class ValidationResult:
             "task_id": self.task_id,
             "passed": self.passed,
             "complete": self.complete,
-            "checks": [{"name": c.name, "status": c.status, "detail": c.detail}
-                       for c in self.checks],  # fmt: skip
+            "checks": [
+                {"name": c.name, "status": c.status, "detail": c.detail} for c in self.checks
+            ],
         }
 
 
@@ -142,8 +160,10 @@ def validate(workspace: str | Path, hidden: str | Path) -> ValidationResult:
         return result
     add(_ok("workspace_exists", True))
     project = str(spec["project"])
-    files = {k: ws / f"{project}.{ext}" for k, ext in
-             (("pro", "kicad_pro"), ("sch", "kicad_sch"), ("pcb", "kicad_pcb"))}  # fmt: skip
+    files = {
+        k: ws / f"{project}.{ext}"
+        for k, ext in (("pro", "kicad_pro"), ("sch", "kicad_sch"), ("pcb", "kicad_pcb"))
+    }
     for name in spec.get("required_files", []):
         add(_ok(f"required_file:{name}", (ws / name).is_file()))
     trees: dict[str, Any] = {}
@@ -166,9 +186,10 @@ def validate(workspace: str | Path, hidden: str | Path) -> ValidationResult:
         except (PcbBenchError, ValueError, UnicodeDecodeError) as exc:
             add(_ok(f"parseable:{path.name}", False, str(exc)[:300]))
     leaked = sorted(
-        p.relative_to(ws).as_posix() for p in ws.rglob("*")
+        p.relative_to(ws).as_posix()
+        for p in ws.rglob("*")
         if p.name in HIDDEN_NAMES or (p.is_dir() and p.name in HIDDEN_DIRS)
-    )  # fmt: skip
+    )
     add(_ok("hidden_files_absent", not leaked, ", ".join(leaked)))
     orig_dir = hid / "original"
     orig_board = design.load_board(orig_dir / f"{project}.kicad_pcb")
@@ -179,14 +200,21 @@ def validate(workspace: str | Path, hidden: str | Path) -> ValidationResult:
             add(_ok(f"changed:{kind}", False, "file missing or unparseable"))
             continue
         before = design.read_tree(orig_dir / f"{project}.{ext}", ext)
-        add(_ok(f"changed:{kind}", _canonical(trees[kind]) != _canonical(before),
-                "unchanged in meaning" if _canonical(trees[kind]) == _canonical(before) else ""))
+        add(
+            _ok(
+                f"changed:{kind}",
+                _canonical(trees[kind]) != _canonical(before),
+                "unchanged in meaning" if _canonical(trees[kind]) == _canonical(before) else "",
+            )
+        )
     context = _Context(ws, files, board, sch, orig_board, orig_sch)
     for i, check in enumerate(spec["checks"]):
-        kind = check.get("kind") if isinstance(check, dict) else None
-        runner = _RUNNERS.get(str(kind))
+        check_kind = check.get("kind") if isinstance(check, dict) else None
+        runner = _RUNNERS.get(str(check_kind))
         if runner is None:
-            raise PcbBenchError(f"{hid / 'validators.json'}: check {i} has unknown kind {kind!r}")
+            raise PcbBenchError(
+                f"{hid / 'validators.json'}: check {i} has unknown kind {check_kind!r}"
+            )
         try:
             add(runner(context, check))
         except PcbBenchError as exc:
@@ -231,8 +259,11 @@ def _pad_distance(c: _Context, check: dict[str, Any]) -> Check:
 
 def _pad_nets(c: _Context, check: dict[str, Any]) -> Check:
     fp = c.need_board().footprint(check["ref"])
-    bad = [f"{p}: {fp.pad(p).net or '-'} != {net}" for p, net in check["pads"].items()
-           if fp.pad(p).net != net]  # fmt: skip
+    bad = [
+        f"{p}: {fp.pad(p).net or '-'} != {net}"
+        for p, net in check["pads"].items()
+        if fp.pad(p).net != net
+    ]
     return _ok(_name(check), not bad, "; ".join(bad))
 
 
@@ -240,8 +271,11 @@ def _pin_nets(c: _Context, check: dict[str, Any]) -> Check:
     sch = c.need_sch()
     sch.symbol(check["ref"])
     nets = sch.pin_nets()
-    bad = [f"{p}: {nets.get((check['ref'], p), '-')} != {net}" for p, net in check["pins"].items()
-           if nets.get((check["ref"], p)) != net]  # fmt: skip
+    bad = [
+        f"{p}: {nets.get((check['ref'], p), '-')} != {net}"
+        for p, net in check["pins"].items()
+        if nets.get((check["ref"], p)) != net
+    ]
     return _ok(_name(check), not bad, "; ".join(bad))
 
 
@@ -279,9 +313,10 @@ def _unchanged(c: _Context, check: dict[str, Any]) -> Check:
         if new is None:
             diffs.append(f"{ref} removed from the board")
             continue
-        if math.hypot(new.x - old.x, new.y - old.y) > POSITION_TOL or abs(
-            (new.rotation - old.rotation + 180) % 360 - 180
-        ) > ROTATION_TOL:
+        if (
+            math.hypot(new.x - old.x, new.y - old.y) > POSITION_TOL
+            or abs((new.rotation - old.rotation + 180) % 360 - 180) > ROTATION_TOL
+        ):
             diffs.append(f"{ref} moved")
         if (new.lib_id, new.value) != (old.lib_id, old.value):
             diffs.append(f"{ref} footprint/value changed")
@@ -373,8 +408,9 @@ def _drc(c: _Context, check: dict[str, Any]) -> Check:
     board = c.need_board()
     report = drc.run_drc(board, drc.clearance_rule(c.files["pro"]))
     good = not report.clearance_violations and report.unconnected == 0
-    detail = (f"{len(report.clearance_violations)} clearance, {report.unconnected} unconnected"
-              + (f": {report.violations[0].message}" if report.violations else ""))  # fmt: skip
+    detail = f"{len(report.clearance_violations)} clearance, {report.unconnected} unconnected" + (
+        f": {report.violations[0].message}" if report.violations else ""
+    )
     return _ok("drc", good, detail)
 
 
