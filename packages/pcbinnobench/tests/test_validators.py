@@ -113,3 +113,20 @@ def test_a_bad_validator_spec_is_one_error(tmp_path, task):
     (hidden / "validators.json").write_text("{")
     with pytest.raises(PcbBenchError, match="not JSON"):
         validate(task.workspace, hidden)
+
+
+def test_an_installed_kicad_cli_is_run_and_its_errors_fail(monkeypatch, tmp_path, task):
+    fake = tmp_path / "kicad-cli"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'while [ "$1" != "--output" ]; do shift; done\n'
+        'echo \'{"violations": [{"severity": "error"}, {"severity": "warning"}]}\' > "$2"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PCBINNOBENCH_KICAD_CLI", str(fake))
+    ws = ground_truth_workspace(task, tmp_path / "ws")
+    result = validate(ws, task.hidden)
+    cli = {c.name: c for c in result.checks if c.name.startswith("kicad_cli")}
+    assert cli["kicad_cli_drc"].status == "failed"
+    assert "1 error" in cli["kicad_cli_drc"].detail
+    assert not result.passed
