@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from paperstack.contract import ContractCLI, Report, Run, positive_int
+from paperstack.contract import ContractCLI, Report, Run, positive_float, positive_int
 from proofrank import __version__
 
 cli = ContractCLI("proofrank", "proofrank", __version__, __doc__)
@@ -330,7 +330,7 @@ def _leaderboard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=positive_int, default=SAMPLES,
                    help=f"proofs per problem for diversity (default {SAMPLES})")  # fmt: skip
     p.add_argument("--max-new-tokens", type=positive_int, default=512)
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
     p.add_argument(
         "--out",
         type=Path,
