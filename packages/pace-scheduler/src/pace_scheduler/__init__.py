@@ -23,7 +23,7 @@ from pace_scheduler.policies import (
 from pace_scheduler.simulator import EngineConfig, RunResult, simulate
 from pace_scheduler.workload import RequestSpec, WorkloadConfig, generate, read_trace, write_trace
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "H200_QWEN3_32B",

@@ -95,6 +95,9 @@ class RunResult:
     decision_seconds: list[float] = field(default_factory=list)
     events: int = 0
     preemptions: int = 0
+    #: ``(request id, reason)`` of requests refused at admission (a prompt larger than the
+    #: whole KV cache): they count as SLO misses and never block the queue behind them.
+    rejected: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def goodput(self) -> float:
@@ -161,6 +164,7 @@ def simulate(
     free_slots = list(range(m - 1, -1, -1))
     waiting: deque[int] = deque()
     prefilling: list[int] = []
+    rejected: list[tuple[str, str]] = []
     kv_req_total = 0  # blocks held by requests' shared prefixes
     kv_own_total = 0  # blocks held by sequences' own tokens
     watermark = int(eng.watermark * eng.kv_blocks)
@@ -278,6 +282,20 @@ def simulate(
         while waiting and budget > 0 and free_slots:
             r = waiting[0]
             need = -(-int(prompt[r]) // bs)
+            if need + watermark > eng.kv_blocks:
+                # can never fit, even in an empty cache: refuse it (vLLM refuses a prompt
+                # longer than its KV capacity at add time) instead of blocking the queue
+                waiting.popleft()
+                state[r] = DONE
+                done_count += 1
+                rejected.append(
+                    (
+                        reqs[r].id,
+                        f"prompt of {int(prompt[r])} tokens needs {need} KV blocks, the cache "
+                        f"has {eng.kv_blocks} ({watermark} kept free)",
+                    )
+                )
+                continue
             if need + watermark > kv_free:
                 break
             waiting.popleft()
@@ -477,4 +495,5 @@ def simulate(
         decision_seconds=list(policy.decision_seconds),
         events=events + n,
         preemptions=preemptions,
+        rejected=rejected,
     )

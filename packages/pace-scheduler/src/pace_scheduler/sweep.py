@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -213,12 +213,3 @@ def describe(spec: SweepSpec) -> dict[str, Any]:
         "tpot_slo_s": tpot,
         "capacity_rps": capacity(spec.model, spec.workload, spec.engine, tpot),
     }
-
-
-def group(
-    records: Sequence[dict[str, Any]], *keys: str
-) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in records:
-        out.setdefault(tuple(r[k] for k in keys), []).append(r)
-    return out
