@@ -12,28 +12,28 @@ from pace_scheduler.profile import ProfileConfig
 from paperstack.records import Claim, ResultsFormatError, load_results
 
 TINY_PLAN = demo.DemoPlan(
-    loads=(0.5, 1.0, 1.5),
-    medium=1.0,
-    n_requests=24,
+    engine_loads=(1.0,),
+    engine_requests=4,
+    engine_seeds=2,
+    engine_policies=("irp-off", "irp-eager", "pace"),
+    engine_caps=("global-2",),
+    sim_loads=(0.5, 1.0),
+    sim_requests=10,
+    sim_policies=("irp-off", "irp-eager", "pace"),
+    sim_caps=("cap-2", "global-8"),
+    profile=ProfileConfig(batch_sizes=(1, 2, 4), contexts=(8, 32), new_tokens=3),
     validation_seeds=(100,),
-    profile=ProfileConfig(
-        batch_sizes=(1, 2, 4),
-        contexts=(8, 32, 64),
-        repeats=1,
-        hidden_size=32,
-        layers=1,
-        heads=2,
-        kv_heads=1,
-        intermediate=64,
-        vocab=64,
-    ),
 )
 
 
 @pytest.fixture
 def tiny_demo(monkeypatch):
-    pytest.importorskip("torch")
+    from pace_scheduler import profile
+
+    micro = profile.toy_model
+
     monkeypatch.setattr(demo, "plan", lambda quick: TINY_PLAN)
+    monkeypatch.setattr(profile, "toy_model", lambda: micro("micro"))
 
 
 def test_help_lists_the_commands(capsys):
@@ -54,15 +54,21 @@ def test_console_script_help_is_installed():
 
 
 def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo, capsys):
-    assert main(["demo", "--quick", "--workers", "1", "--out", str(tmp_path)]) == 0
+    argv = ["demo", "--workers", "1", "--seeds", "0-2", "--out", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0
     results = load_results(tmp_path / "results.json")  # validates and recomputes every claim
     assert results.manifest.package == "pace-scheduler"
     assert results.manifest.version == __version__
     assert results.manifest.started < results.manifest.finished
     ids = [c.id for c in results.claims]
-    assert ids[:2] == ["h200_premise_parallel_branches_pay", "h200_premise_branch_externality"]
-    assert "h200_pace_beats_every_fixed_cap" in ids
-    assert "predictor_r2_ge_0_9" in ids
+    assert ids[:2] == ["engine_premise_parallel_branches_pay", "engine_premise_branch_externality"]
+    for sweep in ("engine", "h200"):
+        for claim in (
+            "pace_beats_off_goodput",
+            "pace_beats_every_fixed_cap",
+            "predictor_r2_ge_0_9",
+        ):
+            assert f"{sweep}_{claim}" in ids
     for claim in results.claims:
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
@@ -73,9 +79,11 @@ def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo, cap
     for m in ("goodput", "slo_attainment", "p99_token_latency", "mean_branch_width"):
         assert m in metrics
     pace = results.row("pace", "goodput", "h200@1.00x")
-    assert pace.n == 2
-    assert set(pace.seeds or {}) == {"0", "1"}
-    assert results.row("irp-off", "goodput", "cpu@0.50x").n == 2
+    assert pace.n == 3
+    assert set(pace.seeds or {}) == {"0", "1", "2"}
+    served = results.row("pace", "goodput", "engine@1.00x")
+    assert set(served.seeds or {}) == {"0", "1"}  # the engine runs the first engine_seeds
+    assert results.manifest.config["engine"]["best_fixed_cap_on_validation"] == "global-2"
     out = capsys.readouterr().out
     assert "h200_pace_beats_off_goodput:" in out
     assert " inconclusive" in out
@@ -85,11 +93,11 @@ def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo, cap
     # tampering with a row is caught: the stored claim no longer follows from it
     data = json.loads((tmp_path / "results.json").read_text())
     for claim in data["claims"]:
-        if claim["id"] == "predictor_r2_ge_0_9":
+        if claim["id"] == "h200_predictor_r2_ge_0_9":
             claim["verdict"] = "held" if claim["verdict"] != "held" else "not_held"
             claim["held"] = claim["verdict"] == "held"
     (tmp_path / "results.json").write_text(json.dumps(data))
-    with pytest.raises(ResultsFormatError, match="predictor_r2_ge_0_9"):
+    with pytest.raises(ResultsFormatError, match="h200_predictor_r2_ge_0_9"):
         load_results(tmp_path / "results.json")
 
 
@@ -257,11 +265,61 @@ def test_bench_writes_decision_times_and_sim_speed(tmp_path, monkeypatch):
 
 
 def test_demo_replays_a_users_trace_under_every_policy(tmp_path, tiny_demo):
+    from pace_scheduler.workload import WorkloadConfig, generate, write_trace
+
     trace = tmp_path / "t.jsonl"
-    assert main(["trace", "--out", str(trace), "--requests", "12", "--rate", "2"]) == 0
+    small = WorkloadConfig(rate=50, n_requests=6, prompt_mean=16, serial_mean=4, branch_mean=6)
+    write_trace(trace, generate(small, seed=3))
     out = tmp_path / "out"
     assert main(["demo", "--quick", "--dataset", str(trace), "--out", str(out)]) == 0
     results = load_results(out / "results.json")
-    assert [c.id for c in results.claims] == ["predictor_r2_ge_0_9"]
-    assert results.row("pace", "goodput", "h200@trace").n == 12
-    assert results.row("irp-off", "mean_branch_width", "cpu@trace").value == 1.0
+    assert results.claims == []
+    assert results.row("pace", "goodput", "h200@trace").n == 6
+    assert results.row("irp-off", "mean_branch_width", "engine@trace").value == 1.0
+    assert results.row("pace", "slo_attainment", "engine@trace").n == 6
+
+
+def test_simulate_takes_the_length_hints_from_the_trace(tmp_path, monkeypatch):
+    from pace_scheduler import simulator
+    from pace_scheduler.workload import WorkloadConfig, generate, summarize, write_trace
+
+    trace = tmp_path / "t.jsonl"
+    requests = generate(WorkloadConfig(n_requests=8, branch_mean=40, serial_mean=10), seed=1)
+    write_trace(trace, requests)
+    seen = []
+    real = simulator.simulate
+    monkeypatch.setattr(
+        simulator,
+        "simulate",
+        lambda reqs, m, p, eng, seed=0: seen.append(eng) or real(reqs, m, p, eng, seed),
+    )
+    assert main(["simulate", "--trace", str(trace), "--policy", "pace"]) == 0
+    stats = summarize(requests)
+    assert seen[0].branch_len_hint == pytest.approx(stats["mean_branch_tokens"])
+    assert seen[0].cp_len_hint == pytest.approx(stats["mean_critical_path"])
+
+
+def test_serve_replays_a_trace_in_the_engine(tmp_path, monkeypatch, capsys):
+    from pace_scheduler import profile
+    from pace_scheduler.workload import WorkloadConfig, generate, write_trace
+
+    micro = profile.toy_model
+    monkeypatch.setattr(profile, "toy_model", lambda: micro("micro"))
+    trace = tmp_path / "t.jsonl"
+    small = WorkloadConfig(rate=50, n_requests=5, prompt_mean=16, serial_mean=4, branch_mean=6)
+    write_trace(trace, generate(small, seed=2))
+    argv = ["serve", "--trace", str(trace), "--policy", "irp-off", "--policy", "pace"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0
+    res = load_results(tmp_path / "o" / "results.json")
+    assert {r.system for r in res.rows} == {"irp-off", "pace"}
+    assert (tmp_path / "o" / "fit.json").is_file()  # it profiled the engine first
+    assert "irp-off" in capsys.readouterr().out
+
+
+def test_serve_with_a_directory_as_fit_is_a_one_line_error(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    main(["trace", "--out", str(trace), "--requests", "2"])
+    capsys.readouterr()
+    _one_line_error(
+        capsys, ["serve", "--trace", str(trace), "--fit", str(tmp_path)], "is a directory"
+    )

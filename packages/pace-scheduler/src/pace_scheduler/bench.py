@@ -35,7 +35,7 @@ def synthetic_view(batch: int, rng: np.random.Generator, now: float = 100.0) -> 
     model = H200_QWEN3_32B.latency_model()
     ctx = rng.integers(256, 4096, batch).astype(float)
     tpot = np.full(batch, 0.05)
-    step = float(model.predict([float(batch), float(ctx.sum()), 0.0, 0.0]))
+    step = float(model.predict([float(batch), float(ctx.sum()), 0.0, 0.0, 0.0]))
     deadline = now + tpot * rng.uniform(0.5, 3.0, batch) + step
     owners = np.flatnonzero(rng.random(batch) < 0.25)
     counts = np.full(owners.size, 3)
@@ -45,7 +45,7 @@ def synthetic_view(batch: int, rng: np.random.Generator, now: float = 100.0) -> 
     ben[owners] = True
     return StepView(
         now=now,
-        base=np.array([float(batch), float(ctx.sum()), 0.0, 0.0]),
+        base=np.array([float(batch), float(ctx.sum()), 0.0, 0.0, 0.0]),
         deadline=deadline,
         tpot=tpot,
         bank=deadline - tpot - now,

@@ -1,9 +1,11 @@
 """``pace``: the command line of pace-scheduler.
 
-- ``pace demo --out DIR``: profile this machine, load sweeps on the H200 (spec-derived) and the
-  CPU-calibrated latency models, rows, claims, figures (``--quick``: about a minute).
+- ``pace demo --out DIR``: a load sweep served in transformers' continuous-batching engine on
+  this machine and one simulated on the H200 (spec-derived) latency model; rows, claims,
+  figures (``--quick``: about a minute).
 - ``pace bench --out DIR``: controller decision time vs batch size, simulator speed.
-- ``pace profile --out DIR``: time real decode/prefill steps, fit the latency model.
+- ``pace profile --out DIR``: time real steps of the serving engine, fit the latency model.
+- ``pace serve --trace FILE``: serve a trace in the engine under the policies.
 - ``pace trace --out FILE``: write a generated workload as a JSONL trace.
 - ``pace simulate --trace FILE``: replay a trace under the policies in the simulator.
 
@@ -76,10 +78,10 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 
 @cli.demo(
     arguments=_demo_arguments,
-    seeds=3,
+    seeds=5,
     quick_seeds=2,
-    model="transformers model (hub id or local folder) to profile instead of the tiny "
-    "Qwen3-style model (use with --device cuda on a GPU)",
+    model="transformers model (hub id or local folder) to serve in the engine instead of the "
+    "toy tiny Llama (with --device cuda on a GPU)",
     devices=("cpu", "cuda"),
 )
 def demo(run: Run) -> Report:
@@ -118,14 +120,20 @@ def bench(run: Run) -> Report:
 # --------------------------------------------------------------------------- profile
 
 
+def _engine_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model", default=None, help="model id or local folder (default: the toy tiny Llama)"
+    )
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
+
+
 def _profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="directory for profile.jsonl, fit.json")
-    p.add_argument("--model", default=None, help="model id or local folder (default: tiny Qwen3)")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
-    p.add_argument("--quick", action="store_true", help="a 3x3 grid")
+    _engine_flags(p)
+    p.add_argument("--quick", action="store_true", help="a small grid")
     p.add_argument("--batch-sizes", type=_ints, default=None, help="e.g. 1,2,4,8,16,32")
-    p.add_argument("--contexts", type=_ints, default=None, help="e.g. 32,128,512,1024")
-    p.add_argument("--repeats", type=_positive_int, default=None)
+    p.add_argument("--contexts", type=_ints, default=None, help="prompt tokens, e.g. 16,64,160")
+    p.add_argument("--new-tokens", type=_positive_int, default=None, help="tokens per request")
     p.add_argument(
         "--fit-only",
         type=Path,
@@ -135,41 +143,179 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-@cli.command("profile", "time real steps, fit the latency model, report R²", _profile_arguments)
+@cli.command(
+    "profile",
+    "time real steps of the serving engine, fit the latency model, report R²",
+    _profile_arguments,
+)
 def profile(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from pace_scheduler.profile import QUICK_PROFILE, ProfileConfig, fit_profile, read_profile
+    from pace_scheduler.demo import engine_setup
+    from pace_scheduler.engine import EngineSession
+    from pace_scheduler.profile import (
+        QUICK_PROFILE,
+        ProfileConfig,
+        fit_profile,
+        load_model,
+        read_profile,
+    )
     from pace_scheduler.run_demo import run_profile
+    from paperstack.progress import Progress
     from paperstack.records import atomic_write_json, prepare_out_dir
 
     if args.fit_only is not None:
-        if args.fit_only.is_dir():
-            raise PaceSchedulerError(f"--fit-only {args.fit_only}: is a directory, not a file")
         records = read_profile(args.fit_only)
-        out = prepare_out_dir(args.out)
         fitted, r2, n = fit_profile(records, name="fitted", source=str(args.fit_only))
+        out = prepare_out_dir(args.out)
         atomic_write_json(out / "fit.json", {"model": fitted.to_dict(), "r2": r2, "n": n})
     else:
-        model = check_model(args.model)
-        device = check_device(args.device)
-        cfg = QUICK_PROFILE if args.quick else ProfileConfig()
-        changes: dict[str, Any] = {
+        name, device = check_model(args.model), check_device(args.device)
+        grid = QUICK_PROFILE if args.quick else ProfileConfig()
+        changes = {
             k: v
             for k, v in (
                 ("batch_sizes", args.batch_sizes),
                 ("contexts", args.contexts),
-                ("repeats", args.repeats),
+                ("new_tokens", args.new_tokens),
             )
             if v
         }
+        grid = replace(grid, **changes)
         out = prepare_out_dir(args.out)
-        fitted, r2, n = run_profile(model, device, replace(cfg, **changes), out, progress=True)
+        with (
+            EngineSession(load_model(name, device), engine_setup(), device) as session,
+            Progress(len(grid.batch_sizes) * len(grid.contexts), "profiling the engine") as bar,
+        ):
+            fitted, r2, records = run_profile(session, grid, out, progress=bar.advance)
+        n = len(records)
     print(
         f"pace: fitted {n} steps, R^2 = {r2:.3f}; alpha {fitted.alpha * 1e3:.2f} ms, "
         f"beta {fitted.beta * 1e6:.2f} us/token, gamma {fitted.gamma * 1e9:.2f} ns/ctx token, "
-        f"knee {fitted.knee:.0f} tokens -> {out / 'fit.json'}"
+        f"zeta {fitted.zeta * 1e9:.3f} ns/pair, knee {fitted.knee:.0f} tokens "
+        f"-> {out / 'fit.json'}"
     )
+    return 0
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", type=Path, required=True, help="JSONL trace (see README)")
+    p.add_argument(
+        "--policy",
+        action="append",
+        default=None,
+        help="repeatable; default: irp-off, irp-eager, pace, cap-2, global-4",
+    )
+    p.add_argument(
+        "--fit",
+        type=Path,
+        default=None,
+        help="fit.json from pace profile (default: profile the engine first)",
+    )
+    _engine_flags(p)
+    p.add_argument("--num-blocks", type=_positive_int, default=None, help="KV cache pages")
+    p.add_argument("--page-size", type=_positive_int, default=None, help="tokens per KV page")
+    p.add_argument("--max-batch", type=_positive_int, default=None, help="sequences per step")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="directory for results.json")
+
+
+@cli.command(
+    "serve",
+    "serve a trace in transformers' continuous-batching engine under the policies",
+    _serve_arguments,
+)
+def serve(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from pace_scheduler import demo as d
+    from pace_scheduler.engine import EngineSession
+    from pace_scheduler.latency import H200_QWEN3_32B
+    from pace_scheduler.policies import make_policy
+    from pace_scheduler.profile import load_model
+    from pace_scheduler.workload import read_trace, summarize
+    from paperstack.records import prepare_out_dir
+
+    if args.trace.is_dir():
+        raise PaceSchedulerError(f"--trace {args.trace}: is a directory, not a trace file")
+    if args.fit is not None and args.fit.is_dir():
+        raise PaceSchedulerError(f"--fit {args.fit}: is a directory, not a fit.json")
+    requests = read_trace(args.trace)
+    policies: Sequence[str] = args.policy or ("irp-off", "irp-eager", "pace", "cap-2", "global-4")
+    for policy in policies:
+        make_policy(policy, H200_QWEN3_32B.latency_model())  # a bad name fails before any work
+    name, device = check_model(args.model), check_device(args.device)
+    stats = summarize(requests)
+    changes = {
+        k: v
+        for k, v in (
+            ("num_blocks", args.num_blocks),
+            ("page_size", args.page_size),
+            ("max_requests_per_batch", args.max_batch),
+        )
+        if v
+    }
+    # the controller's hints come from the trace's own lengths
+    setup = replace(
+        d.engine_setup(),
+        warmup=0.0,
+        branch_len_hint=stats["mean_branch_tokens"] or 1.0,
+        cp_len_hint=stats["mean_critical_path"],
+        **changes,
+    )
+    out = prepare_out_dir(args.out) if args.out is not None else None
+    with EngineSession(load_model(name, device), setup, device) as session:
+        return _serve_in(session, args, requests, policies, out, name)
+
+
+def _serve_in(
+    session: Any, args: argparse.Namespace, requests: Any, policies: Sequence[str],
+    out: Path | None, model_name: str | None,
+) -> int:  # fmt: skip
+    import numpy as np
+
+    from pace_scheduler import demo as d
+    from pace_scheduler.latency import LatencyModel, features_matrix
+    from pace_scheduler.profile import QUICK_PROFILE, read_profile
+    from pace_scheduler.run_demo import describe_run, result_rows, run_profile
+    from paperstack.records import Manifest, Results, write_results
+
+    if args.fit is not None:
+        fitted = LatencyModel.load(args.fit)
+        prior_x = prior_y = None
+        prof_path = args.fit.parent / "profile.jsonl"
+        if prof_path.is_file():
+            prof = read_profile(prof_path)
+            prior_x = features_matrix(prof, str(prof_path))
+            prior_y = [r["seconds"] for r in prof]
+    else:
+        fitted, _, prof = run_profile(session, QUICK_PROFILE, out)
+        prior_x, prior_y = features_matrix(prof, "engine profile"), [r["seconds"] for r in prof]
+    px = np.zeros((0, 5)) if prior_x is None else prior_x
+    py = np.zeros(0) if prior_y is None else np.asarray(prior_y, dtype=float)
+    rows = []
+    for policy in policies:
+        factory = d.engine_policy(policy, fitted, px, py)
+        res = session.serve(requests, factory, seed=args.seed, name=policy)
+        print(describe_run(policy, res))
+        rows += result_rows(res, policy, f"engine@{args.trace.name}")
+    if out is not None:
+        config = {
+            "trace": str(args.trace),
+            "latency": fitted.to_dict(),
+            "policies": list(policies),
+            "engine": vars(session.setup),
+            "model": model_name or "toy tiny Llama",
+            "device": session.device,
+        }
+        manifest = Manifest.collect("pace-scheduler", __version__, seed=args.seed, config=config)
+        path = write_results(
+            out / "results.json", Results(manifest=manifest.finish(), rows=rows, claims=[])
+        )
+        print(f"pace: wrote {path}")
     return 0
 
 
@@ -219,7 +365,7 @@ def simulate(args: argparse.Namespace) -> int:
     from pace_scheduler.run_demo import replay
     from pace_scheduler.simulator import EngineConfig
     from pace_scheduler.sweep import POLICIES
-    from pace_scheduler.workload import read_trace
+    from pace_scheduler.workload import read_trace, summarize
     from paperstack.records import Manifest, Results, prepare_out_dir, write_results
 
     if args.trace.is_dir():
@@ -235,7 +381,13 @@ def simulate(args: argparse.Namespace) -> int:
     for name in policies:
         make_policy(name, model)  # validates the names before any work
     kv = args.kv_blocks or (H200_QWEN3_32B.kv_tokens() // 16)
-    engine = EngineConfig(kv_blocks=kv, max_num_seqs=args.max_num_seqs)
+    stats = summarize(requests)  # the controller's length hints come from the trace itself
+    engine = EngineConfig(
+        kv_blocks=kv,
+        max_num_seqs=args.max_num_seqs,
+        branch_len_hint=stats["mean_branch_tokens"] or 1.0,
+        cp_len_hint=stats["mean_critical_path"],
+    )
     rows = replay(requests, model, engine, policies, args.seed, split=args.trace.name, log=print)
     if out is not None:
         config = {"trace": str(args.trace), "latency": model.to_dict(), "policies": list(policies)}

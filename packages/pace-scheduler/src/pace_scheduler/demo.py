@@ -1,12 +1,19 @@
-"""The reproduction behind ``pace demo``.
+"""The plan of ``pace demo``: two sweeps of the same policies, judged the same way.
 
-1. Profile this machine: a tiny Qwen3-style model's decode and prefill steps, the latency model
-   fitted to them (its R², claim ``predictor_r2_ge_0_9``).
-2. A load sweep on the H200 / Qwen3-32B latency model (spec-derived: the paper's setting,
-   simulated) and one on the CPU-calibrated model: every policy at every load on the same
-   requests per seed. The best fixed cap is chosen on validation seeds that are not reported.
-3. Rows keep per-seed values, and every claim (premises first) is judged on the interval of the
-   paired difference (:mod:`pace_scheduler.summary`).
+1. **Served** (``engine``): transformers' continuous-batching engine on this machine serving
+   the toy world's tiny Llama (random weights) with :class:`~pace_scheduler.engine.
+   PaceCBScheduler`; every policy is a scheduler of that engine; steps are real and timed in
+   thread CPU time. ``T̂`` is fitted to a profile of the same engine (validation, not reported)
+   and refitted online; SLOs and the SLO capacity come from that fit.
+2. **Simulated** (``h200``): the discrete-event simulator with the H200 / Qwen3-32B latency
+   model derived from spec sheets (:data:`~pace_scheduler.latency.H200_QWEN3_32B`, not a
+   measurement), Pace's predictor fitted to noisy samples of that same model.
+
+In both, the fixed-cap baseline is a grid (per request and global); the cap a deployer would
+pick is chosen on validation seeds that are not reported, and a cap re-chosen per load in
+hindsight on the reported seeds is a second, stronger baseline. Rows keep per-seed values;
+claims are judged on paired intervals (:mod:`pace_scheduler.summary`). Designs, seeds, loads
+and grids are fixed here, before any run.
 """
 
 from __future__ import annotations
@@ -19,78 +26,105 @@ from typing import Any
 
 import numpy as np
 
+from pace_scheduler.admission import PaceConfig
 from pace_scheduler.latency import H200_QWEN3_32B, LatencyModel
+from pace_scheduler.policies import Pace, Policy, make_policy
 from pace_scheduler.profile import QUICK_PROFILE, ProfileConfig
 from pace_scheduler.simulator import EngineConfig
 from pace_scheduler.summary import best_cap, claims_for, group, rows_for
-from pace_scheduler.sweep import SweepSpec, describe, run_sweep
-from pace_scheduler.workload import WorkloadConfig
+from pace_scheduler.sweep import (
+    H200_CAPS,
+    SweepSpec,
+    capacity,
+    describe,
+    record_of,
+    run_sweep,
+    slos_for,
+    workload_means,
+)
+from pace_scheduler.workload import WorkloadConfig, generate
 from paperstack.records import Claim, Row, atomic_write
 
-__all__ = ["DemoPlan", "figures", "plan", "sweep_claims"]
+__all__ = [
+    "ENGINE_WORKLOAD",
+    "DemoPlan",
+    "engine_policy",
+    "figures",
+    "plan",
+    "run_engine_sweep",
+]
 
-#: Baselines and Pace in every sweep (pace-amortized: an ablation of the slack definition).
-CORE_POLICIES = ("irp-off", "irp-eager", "pace", "pace-amortized")
-#: The fixed-cap grid of the simulated H200 engine: per request and global.
-H200_CAPS = ("cap-2", "cap-4", "global-64")
-#: Seeds the best fixed cap is chosen on; never reported.
+#: Seeds the fixed cap is chosen on (and the engine profiled with); never reported.
 VALIDATION_SEEDS = (100, 101)
+
+#: The served workload: the simulator's shape (70% of requests fork once into 2-8 branches,
+#: lognormal lengths) with lengths cut to what a CPU serves in seconds.
+ENGINE_WORKLOAD = WorkloadConfig(
+    prompt_mean=32.0, serial_mean=16.0, branch_mean=24.0, branches=(2, 8), max_tokens=96
+)
 
 
 @dataclass(frozen=True)
 class DemoPlan:
-    """Sizes of one demo run (full or ``--quick``)."""
+    """Sizes of one demo run (full or ``--quick``), fixed before any run."""
 
-    loads: tuple[float, ...]
-    medium: float
-    n_requests: int
+    engine_loads: tuple[float, ...]
+    engine_requests: int
+    engine_seeds: int
+    engine_policies: tuple[str, ...]
+    engine_caps: tuple[str, ...]
+    sim_loads: tuple[float, ...]
+    sim_requests: int
+    sim_policies: tuple[str, ...]
+    sim_caps: tuple[str, ...]
     profile: ProfileConfig
+    medium: float = 1.0
     validation_seeds: tuple[int, ...] = VALIDATION_SEEDS
 
 
 def plan(quick: bool) -> DemoPlan:
     if quick:
-        return DemoPlan(loads=(0.5, 1.0, 1.5), medium=1.0, n_requests=120, profile=QUICK_PROFILE,
-                        validation_seeds=(100,))  # fmt: skip
+        return DemoPlan(
+            engine_loads=(1.0,),
+            engine_requests=16,
+            engine_seeds=2,
+            engine_policies=("irp-off", "irp-eager", "pace"),
+            engine_caps=("cap-2", "global-4"),
+            sim_loads=(0.5, 1.0, 1.5),
+            sim_requests=80,
+            sim_policies=("irp-off", "irp-eager", "pace"),
+            sim_caps=("cap-4", "global-64"),
+            profile=QUICK_PROFILE,
+            validation_seeds=(100,),
+        )
     return DemoPlan(
-        loads=(0.5, 0.75, 1.0, 1.25, 1.5), medium=1.0, n_requests=400, profile=ProfileConfig()
+        engine_loads=(0.5, 1.0, 1.5),
+        engine_requests=60,
+        engine_seeds=3,
+        engine_policies=("irp-off", "irp-eager", "pace"),
+        engine_caps=("cap-2", "cap-3", "cap-4", "global-2", "global-4", "global-8", "global-16"),
+        sim_loads=(0.5, 0.75, 1.0, 1.25, 1.5),
+        sim_requests=400,
+        sim_policies=("irp-off", "irp-eager", "pace", "pace-amortized"),
+        sim_caps=H200_CAPS,
+        profile=ProfileConfig(),
     )
 
 
-def h200_spec(
-    p: DemoPlan, seeds: Sequence[int], workload: WorkloadConfig | None = None
-) -> SweepSpec:
+# --------------------------------------------------------------------------- simulated
+
+
+def h200_spec(p: DemoPlan, seeds: Sequence[int]) -> SweepSpec:
     hw = H200_QWEN3_32B
-    wl = workload or WorkloadConfig()
+    wl = WorkloadConfig()
     return SweepSpec(
         name="h200",
         model=hw.latency_model(),
         engine=EngineConfig(kv_blocks=hw.kv_tokens() // 16, branch_len_hint=wl.branch_mean),
-        workload=replace(wl, n_requests=p.n_requests),
-        loads=p.loads,
+        workload=replace(wl, n_requests=p.sim_requests),
+        loads=p.sim_loads,
         seeds=tuple(seeds),
-        policies=CORE_POLICIES + H200_CAPS,
-    )
-
-
-#: The CPU sweep's workload: the embedded one with lengths divided by 4 (same branch counts,
-#: fork fraction and shape), so contexts stay inside the profiled range.
-CPU_WORKLOAD = WorkloadConfig(prompt_mean=128.0, serial_mean=32.0, branch_mean=64.0)
-
-
-def cpu_spec(
-    p: DemoPlan, model: LatencyModel, seeds: Sequence[int], name: str = "cpu"
-) -> SweepSpec:
-    """The same engine and policies on the latency model fitted to this machine's steps."""
-    wl = CPU_WORKLOAD
-    return SweepSpec(
-        name=name,
-        model=model,
-        engine=EngineConfig(kv_blocks=13_000, branch_len_hint=wl.branch_mean),
-        workload=replace(wl, n_requests=p.n_requests),
-        loads=p.loads,
-        seeds=tuple(seeds),
-        policies=CORE_POLICIES + H200_CAPS,
+        policies=p.sim_policies + p.sim_caps,
     )
 
 
@@ -112,24 +146,90 @@ def run_with_validation(
     return records, chosen, config
 
 
-def sweep_claims(
+# --------------------------------------------------------------------------- served
+
+
+def engine_policy(
+    name: str, model: LatencyModel, prior_x: np.ndarray, prior_y: np.ndarray
+) -> Callable[[], Policy]:
+    """A factory the engine calls for its scheduler: Pace starts from the profiled fit (with
+    the profile as the prior of its online refit); the others need no model."""
+    if name in ("pace", "pace-amortized"):
+        cfg = PaceConfig(amortize=name == "pace-amortized")
+        return lambda: Pace(model, cfg, prior_x=prior_x, prior_y=prior_y)
+    make_policy(name)  # a bad name fails now, not inside the engine
+    return lambda: make_policy(name)
+
+
+def engine_slos(model: LatencyModel, setup: Any) -> tuple[float, float, float]:
+    """``(TTFT, τ, λ_cap)`` for the served workload from the engine's fitted ``T̂``, by the
+    same rule as the simulated sweep (``τ = 3`` decode steps, ``TTFT = 20`` prefills)."""
+    ttft, tpot = slos_for(model, ENGINE_WORKLOAD, 3.0, 20.0)
+    eng = EngineConfig(max_num_seqs=setup.max_requests_per_batch)
+    return ttft, tpot, capacity(model, ENGINE_WORKLOAD, eng, tpot)
+
+
+def run_engine_sweep(
+    session: Any,
+    fitted: LatencyModel,
+    prior: tuple[np.ndarray, np.ndarray],
+    *,
+    loads: Sequence[float],
+    seeds: Sequence[int],
+    policies: Sequence[str],
+    n_requests: int,
+    on_result: Callable[[dict[str, Any], Any], None] | None = None,
+    sweep: str = "engine",
+) -> list[dict[str, Any]]:
+    """Every policy at every load and seed, served in the engine; for one (load, seed) all
+    policies serve the same requests back to back (pairs measured under the same machine
+    conditions). ``on_result(record, run_result)`` sees each run."""
+    ttft, tpot, cap = engine_slos(fitted, session.setup)
+    out = []
+    for load in loads:
+        rate = load * cap
+        for seed in seeds:
+            wl = replace(
+                ENGINE_WORKLOAD, rate=rate, n_requests=n_requests, ttft_slo=ttft, tpot_slo=tpot
+            )
+            requests = generate(wl, seed=seed)
+            for name in policies:
+                factory = engine_policy(name, fitted, *prior)
+                res = session.serve(requests, factory, seed=seed, name=name)
+                rec = record_of(res, sweep, name, load, rate, seed, ttft, tpot)
+                out.append(rec)
+                if on_result is not None:
+                    on_result(rec, res)
+    return out
+
+
+def engine_setup() -> Any:
+    """The served engine's sizes, with the controller's hints from the workload's means."""
+    from pace_scheduler.engine import EngineSetup
+
+    stats = workload_means(ENGINE_WORKLOAD)
+    return EngineSetup(
+        branch_len_hint=ENGINE_WORKLOAD.branch_mean, cp_len_hint=stats["mean_critical_path"]
+    )
+
+
+def sweep_rows_claims(
     records: Sequence[dict[str, Any]],
-    spec: SweepSpec,
+    sweep: str,
+    loads: Sequence[float],
     medium: float,
     chosen_cap: str,
     caps: Sequence[str],
     label: str,
 ) -> tuple[list[Row], list[Claim]]:
-    rows = rows_for(records, spec.name, caps)
-    claims = claims_for(
-        rows, spec.name, loads=spec.loads, medium=medium, chosen_cap=chosen_cap, label=label
-    )
+    rows = rows_for(records, sweep, caps)
+    claims = claims_for(rows, sweep, loads=loads, medium=medium, chosen_cap=chosen_cap, label=label)
     return rows, claims
 
 
 def figures(records: Sequence[dict[str, Any]], out: Path, sweeps: Sequence[str]) -> list[Path]:
     """``goodput_vs_load.png`` and ``attainment_vs_load.png``: one panel per sweep, means over
-    the reported seeds; Pace drawn thick, fixed caps thin and grey-ish."""
+    the reported seeds; Pace drawn thick, fixed caps thin."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -141,7 +241,7 @@ def figures(records: Sequence[dict[str, Any]], out: Path, sweeps: Sequence[str])
         ("attainment", "SLO attainment", "attainment_vs_load.png"),
     ):
         fig, axes = plt.subplots(
-            1, len(sweeps), figsize=(5.4 * len(sweeps), 3.8), dpi=110, squeeze=False
+            1, len(sweeps), figsize=(5.6 * len(sweeps), 4.0), dpi=110, squeeze=False
         )
         for ax, sweep in zip(axes[0], sweeps, strict=True):
             recs = [r for r in records if r["sweep"] == sweep]
@@ -153,18 +253,22 @@ def figures(records: Sequence[dict[str, Any]], out: Path, sweeps: Sequence[str])
                 ax.plot(
                     loads,
                     ys,
-                    marker="o" if not cap else ".",
+                    marker="." if cap else "o",
+                    ls=":" if cap else "-",
                     label=pol,
-                    lw=2.4 if pol == "pace" else (0.8 if cap else 1.4),
-                    alpha=0.55 if cap else 1.0,
+                    lw=2.6 if pol == "pace" else (0.9 if cap else 1.5),
+                    alpha=0.6 if cap else 1.0,
                 )
             ax.set_xlabel("load (x SLO capacity)")
             ax.set_ylabel(label)
-            ax.set_title(sweep)
+            ax.set_title(
+                {"engine": "served: transformers CB engine, CPU", "h200": "simulated: H200 model"}
+                .get(sweep, sweep)
+            )  # fmt: skip
             if key == "attainment":
                 ax.axhline(0.95, color="grey", ls=":", lw=1)
             ax.grid(alpha=0.3)
-        axes[0][-1].legend(fontsize=6, loc="best", ncol=2)
+            ax.legend(fontsize=6, loc="best", ncol=2)
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format="png")

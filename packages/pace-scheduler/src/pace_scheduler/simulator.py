@@ -98,6 +98,9 @@ class RunResult:
     #: ``(request id, reason)`` of requests refused at admission (a prompt larger than the
     #: whole KV cache): they count as SLO misses and never block the queue behind them.
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    #: Per step, the latency model's features and the measured seconds (real engines only).
+    step_features: np.ndarray | None = None
+    step_times: np.ndarray | None = None
 
     @property
     def goodput(self) -> float:
@@ -181,7 +184,7 @@ def simulate(
     horizon = float((arrival + ttft_slo + tpot * lcp).max())
     noise_sigma = float(np.sqrt(np.log1p(model.noise_cv**2)))
     noise = np.ones(0)
-    coef = (model.alpha, model.weights, model.beta, model.gamma, model.delta, model.eps)
+    coef = (model.alpha, model.weights, model.beta, model.gamma, model.delta, model.eps, model.zeta)
 
     def free_kv() -> int:
         return eng.kv_blocks - kv_req_total - kv_own_total
@@ -319,7 +322,8 @@ def simulate(
         p_attn = float(
             sum(p * (int(prefilled[r]) + p / 2.0) for r, p in zip(chunk_req, chunk_p, strict=True))
         )
-        base = np.array([float(np.count_nonzero(dec)), float(ctx[dec].sum()), p_tok, p_attn])
+        p_ctx = float(sum(int(prefilled[r]) for r in chunk_req))
+        base = np.array([float(np.count_nonzero(dec)), float(ctx[dec].sum()), p_tok, p_attn, p_ctx])
         # ---- 2. branch admission
         cand_owner = np.flatnonzero(n_pending > 0) if policy.admits else np.zeros(0, np.int64)
         if cand_owner.size and free_slots:
@@ -413,9 +417,16 @@ def simulate(
             uniq, per = np.unique(reqs_in, return_counts=True)
             features[1] -= float(((per - 1) * shared[uniq]).sum())
         # ---- 4. run the step
-        a, w, b, g, d, e = coef
-        nd, sc, pt, pa = features
-        step = a + max(w, b * (nd + pt)) + g * sc + d * pa + e * nd
+        a, w, b, g, d, e, z = coef
+        nd, sc, pt, pa, pc = features
+        step = (
+            a
+            + max(w, b * (nd + pt))
+            + g * sc
+            + d * pa
+            + e * nd
+            + z * (nd + pt) * (sc + nd + pc + pt)
+        )
         if noise_sigma > 0:
             if steps % 4096 == 0:
                 noise = rng.lognormal(-(noise_sigma**2) / 2, noise_sigma, 4096)
