@@ -18,7 +18,8 @@ that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,24 +42,26 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _bounded(kind: type, low: float, strict: bool = False) -> Callable[[str], Any]:
+    """An argparse type for ``kind`` (int or float): finite, and >= ``low`` (> when
+    ``strict``), so an impossible count or rate is refused in the command line's own words."""
+    what = "an integer" if kind is int else "a number"
+    bound = f"{'>' if strict else '>='} {low:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not math.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"must be finite and {bound}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
+COUNT = _bounded(int, 1)
+RATE = _bounded(float, 0.0, strict=True)
 
 
 # --------------------------------------------------------------------------- demo
@@ -71,9 +74,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="a JSONL trace to replay under every policy instead of the generated load sweep",
     )
-    p.add_argument(
-        "--workers", type=_positive_int, default=None, help="processes (default: up to 2)"
-    )
+    p.add_argument("--workers", type=COUNT, default=None, help="processes (default: up to 2)")
 
 
 @cli.demo(
@@ -94,9 +95,7 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--repeats", type=_positive_int, default=200, help="timed decisions per batch size"
-    )
+    p.add_argument("--repeats", type=COUNT, default=200, help="timed decisions per batch size")
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu",))
@@ -133,7 +132,7 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a small grid")
     p.add_argument("--batch-sizes", type=_ints, default=None, help="e.g. 1,2,4,8,16,32")
     p.add_argument("--contexts", type=_ints, default=None, help="prompt tokens, e.g. 16,64,160")
-    p.add_argument("--new-tokens", type=_positive_int, default=None, help="tokens per request")
+    p.add_argument("--new-tokens", type=COUNT, default=None, help="tokens per request")
     p.add_argument(
         "--fit-only",
         type=Path,
@@ -216,9 +215,9 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="fit.json from pace profile (default: profile the engine first)",
     )
     _engine_flags(p)
-    p.add_argument("--num-blocks", type=_positive_int, default=None, help="KV cache pages")
-    p.add_argument("--page-size", type=_positive_int, default=None, help="tokens per KV page")
-    p.add_argument("--max-batch", type=_positive_int, default=None, help="sequences per step")
+    p.add_argument("--num-blocks", type=COUNT, default=None, help="KV cache pages")
+    p.add_argument("--page-size", type=COUNT, default=None, help="tokens per KV page")
+    p.add_argument("--max-batch", type=COUNT, default=None, help="sequences per step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="directory for results.json")
 
@@ -324,8 +323,8 @@ def _serve_in(
 
 def _trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="trace file to write (JSONL)")
-    p.add_argument("--rate", type=_positive_float, default=4.0, help="requests per second")
-    p.add_argument("--requests", type=_positive_int, default=400)
+    p.add_argument("--rate", type=RATE, default=4.0, help="requests per second")
+    p.add_argument("--requests", type=COUNT, default=400)
     p.add_argument("--arrival", choices=("poisson", "bursty"), default="poisson")
     p.add_argument("--ttft-slo", type=float, default=1.0, help="seconds")
     p.add_argument("--tpot-slo", type=float, default=0.05, help="seconds per critical-path token")
@@ -352,8 +351,8 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", type=Path, required=True, help="JSONL trace (see README)")
     p.add_argument("--policy", action="append", default=None, help="repeatable; default: all")
     p.add_argument("--latency", default="h200", help="'h200' or a fit.json written by pace profile")
-    p.add_argument("--kv-blocks", type=_positive_int, default=None)
-    p.add_argument("--max-num-seqs", type=_positive_int, default=256)
+    p.add_argument("--kv-blocks", type=COUNT, default=None)
+    p.add_argument("--max-num-seqs", type=COUNT, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="directory for results.json")
 

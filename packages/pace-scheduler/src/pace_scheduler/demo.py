@@ -99,10 +99,10 @@ def plan(quick: bool) -> DemoPlan:
         )
     return DemoPlan(
         engine_loads=(0.5, 1.0, 1.5),
-        engine_requests=60,
+        engine_requests=48,
         engine_seeds=3,
         engine_policies=("irp-off", "irp-eager", "pace"),
-        engine_caps=("cap-2", "cap-3", "cap-4", "global-2", "global-4", "global-8", "global-16"),
+        engine_caps=("cap-2", "cap-3", "cap-4", "global-2", "global-4", "global-8"),
         sim_loads=(0.5, 0.75, 1.0, 1.25, 1.5),
         sim_requests=400,
         sim_policies=("irp-off", "irp-eager", "pace", "pace-amortized"),

@@ -59,25 +59,13 @@ QUICK_PROFILE = ProfileConfig(batch_sizes=(1, 4, 16, 32), contexts=(16, 96), new
 
 
 def toy_model(preset: str = "tiny", seed: int = 0, max_positions: int = 2048) -> Any:
-    """The toy world's tiny Llama (``paperstack.tiny`` preset, random init, no hub), with room
-    for the positions a branching request reaches (the preset stops at 512)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
+    """The toy world's tiny Llama (``paperstack.tiny`` preset, random init, no hub). Its
+    config is told it may reach ``max_positions`` (the preset says 512; a branching request's
+    join goes further, and Llama's rotary embedding has no table that limits it)."""
     from paperstack import tiny
 
-    tokenizer = tiny.build_tokenizer()
-    spec = {**tiny.PRESETS[preset], "max_position_embeddings": max_positions}
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **spec,
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
+    model = tiny.build_model(preset, seed=seed)
+    model.config.max_position_embeddings = max_positions
     return model.eval()
 
 

@@ -158,6 +158,20 @@ def rows_for(
         full = {s: float(np.mean(v)) for s, v in per_seed.items() if len(v) == len(chosen)}
         if full:
             rows.append(Row.from_seeds(HINDSIGHT, "goodput", full, split=whole, unit="req/s"))
+    # what a Pace decision costs, per step and as a share of the step it decides about
+    cost: dict[int, list[float]] = {}
+    share: dict[int, list[float]] = {}
+    for r in recs:
+        if r["policy"] == "pace" and r.get("decision_us", 0) > 0 and r["mean_step_ms"] > 0:
+            cost.setdefault(int(r["seed"]), []).append(float(r["decision_us"]))
+            share.setdefault(int(r["seed"]), []).append(
+                float(r["decision_us"]) / (1e3 * float(r["mean_step_ms"]))
+            )
+    if cost:
+        mean_cost = {s: float(np.mean(v)) for s, v in cost.items()}
+        mean_share = {s: float(np.mean(v)) for s, v in share.items()}
+        rows.append(Row.from_seeds("pace", "decision_time", mean_cost, split=whole, unit="us"))
+        rows.append(Row.from_seeds("pace", "decision_share_of_step", mean_share, split=whole))
     # attainment >= 95% is asked only where some policy reaches it (mean over seeds)
     mean_att = {
         (p, ld): float(np.mean([r["attainment"] for r in by.get((p, ld), [])] or [0.0]))
