@@ -145,3 +145,14 @@ def test_engine_setup_rejects_impossible_sizes():
         EngineSetup(num_blocks=0)
     with pytest.raises(PaceSchedulerError, match="safety_margin"):
         EngineSetup(safety_margin=1.0)
+
+
+@pytest.mark.gpu
+def test_the_engine_serves_forks_on_cuda(h200):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    with EngineSession(toy_model("micro").to("cuda"), SETUP, "cuda") as s:
+        res = s.serve(_forking_requests(), lambda: make_policy("pace", h200))
+    assert res.finished.all()
+    assert (res.step_times > 0).all()

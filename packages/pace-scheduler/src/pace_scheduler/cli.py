@@ -218,6 +218,7 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-blocks", type=COUNT, default=None, help="KV cache pages")
     p.add_argument("--page-size", type=COUNT, default=None, help="tokens per KV page")
     p.add_argument("--max-batch", type=COUNT, default=None, help="sequences per step")
+    p.add_argument("--max-batch-tokens", type=COUNT, default=None, help="tokens per step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="directory for results.json")
 
@@ -254,6 +255,7 @@ def serve(args: argparse.Namespace) -> int:
             ("num_blocks", args.num_blocks),
             ("page_size", args.page_size),
             ("max_requests_per_batch", args.max_batch),
+            ("max_batch_tokens", args.max_batch_tokens),
         )
         if v
     }

@@ -79,13 +79,15 @@ class DemoPlan:
     sim_caps: tuple[str, ...]
     profile: ProfileConfig
     medium: float = 1.0
+    engine_medium: float = 1.0
     validation_seeds: tuple[int, ...] = VALIDATION_SEEDS
 
 
 def plan(quick: bool) -> DemoPlan:
     if quick:
         return DemoPlan(
-            engine_loads=(1.0,),
+            engine_loads=(0.5,),
+            engine_medium=0.5,
             engine_requests=16,
             engine_seeds=2,
             engine_policies=("irp-off", "irp-eager", "pace"),
@@ -97,8 +99,14 @@ def plan(quick: bool) -> DemoPlan:
             profile=QUICK_PROFILE,
             validation_seeds=(100,),
         )
+    # The served loads: on validation seed 100 (the first full run, not reported) every fixed
+    # cap met the SLOs for 64-98% of requests at 0.5x the T̂-derived capacity and for 2-14% at
+    # 1.0x: the estimate leaves out prefill chunks, join prefills and the batch-wide mask, so
+    # it overstates what the engine sustains. The served sweep therefore spans 0.25x-0.75x
+    # with 0.5x as its medium load (the simulated sweep keeps 0.5x-1.5x around 1.0x).
     return DemoPlan(
-        engine_loads=(0.5, 1.0, 1.5),
+        engine_loads=(0.25, 0.5, 0.75),
+        engine_medium=0.5,
         engine_requests=48,
         engine_seeds=3,
         engine_policies=("irp-off", "irp-eager", "pace"),

@@ -217,7 +217,13 @@ def _demo_in(run: Run, session: Any, p: d.DemoPlan, requests: Any, workers: int)
         )
         label = "served, transformers CB on CPU"
         erows, eclaims = d.sweep_rows_claims(
-            engine_records, "engine", p.engine_loads, p.medium, engine_cap, p.engine_caps, label
+            engine_records,
+            "engine",
+            p.engine_loads,
+            p.engine_medium,
+            engine_cap,
+            p.engine_caps,
+            label,
         )
         rows += erows
         claims: list[Claim] = eclaims
@@ -320,7 +326,9 @@ def _intro(p: d.DemoPlan, config: dict[str, Any]) -> str:
             f"`T̂` fitted to a profile of the engine (in-sample R² {e['profile_r2']:.3f}); "
             f"per-token SLO {e['tpot_slo_s'] * 1e3:.2f} ms, TTFT SLO "
             f"{e['ttft_slo_s'] * 1e3:.0f} ms, SLO capacity {e['capacity_rps']:.1f} req/s of "
-            f"engine time; loads {list(p.engine_loads)}, seeds {e['seeds']}, "
+            f"engine time (estimated from `T̂`; it overstates what the engine sustains, see the "
+            f"README); loads {list(p.engine_loads)} (medium {p.engine_medium:g}x), seeds "
+            f"{e['seeds']}, "
             f"{p.engine_requests} requests per run; best fixed cap on validation seed "
             f"{e['validation_seeds']}: {e['best_fixed_cap_on_validation']}.",
             f"- **h200 (simulated)**: the discrete-event simulator with the H200 / Qwen3-32B "
