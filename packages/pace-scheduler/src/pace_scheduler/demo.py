@@ -54,6 +54,13 @@ __all__ = [
     "run_engine_sweep",
 ]
 
+CORE_COLOURS = {
+    "irp-off": "tab:blue",
+    "irp-eager": "tab:orange",
+    "pace": "tab:green",
+    "pace-amortized": "tab:red",
+}
+
 #: Seeds the fixed cap is chosen on (and the engine profiled with); never reported.
 VALIDATION_SEEDS = (100, 101)
 
@@ -255,17 +262,20 @@ def figures(records: Sequence[dict[str, Any]], out: Path, sweeps: Sequence[str])
             recs = [r for r in records if r["sweep"] == sweep]
             by = group(recs, "policy", "load")
             loads = sorted({r["load"] for r in recs})
-            for pol in dict.fromkeys(r["policy"] for r in recs):
+            policies = list(dict.fromkeys(r["policy"] for r in recs))
+            caps = [p for p in policies if p.startswith(("cap-", "global-"))]
+            shades = plt.get_cmap("Greys")(np.linspace(0.35, 0.8, max(len(caps), 1)))
+            for pol in policies:
                 ys = [np.mean([r[key] for r in by.get((pol, ld), [])] or [np.nan]) for ld in loads]
-                cap = pol.startswith(("cap-", "global-"))
+                cap = pol in caps
                 ax.plot(
                     loads,
                     ys,
                     marker="." if cap else "o",
                     ls=":" if cap else "-",
                     label=pol,
+                    color=shades[caps.index(pol)] if cap else CORE_COLOURS.get(pol),
                     lw=2.6 if pol == "pace" else (0.9 if cap else 1.5),
-                    alpha=0.6 if cap else 1.0,
                 )
             ax.set_xlabel("load (x SLO capacity)")
             ax.set_ylabel(label)
