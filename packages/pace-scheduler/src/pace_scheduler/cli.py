@@ -95,17 +95,16 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repeats", type=COUNT, default=200, help="timed decisions per batch size")
+    p.add_argument(
+        "--repeats", type=_bounded(int, 2), default=200, help="timed decisions per batch size"
+    )
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu",))
 def bench(run: Run) -> Report:
     from pace_scheduler.bench import run_bench
 
-    repeats = 20 if run.quick else run.args.repeats
-    if repeats < 2:
-        raise PaceSchedulerError(f"--repeats {repeats}: needs at least 2")
-    rows, config = run_bench(run.seed, repeats)
+    rows, config = run_bench(run.seed, 20 if run.quick else run.args.repeats)
     share = next(r for r in rows if r.metric == "decision_share_of_h200_step")
     return Report(
         rows,

@@ -60,7 +60,7 @@ from transformers.generation.continuous_batching.scheduler import FIFOScheduler
 
 from pace_scheduler.admission import StepView
 from pace_scheduler.errors import PaceSchedulerError
-from pace_scheduler.latency import FEATURES, N_FEATURES
+from pace_scheduler.latency import FEATURES, N_FEATURES, add_sequence
 from pace_scheduler.policies import IRPEager, Policy
 from pace_scheduler.profile import ProfileConfig
 from pace_scheduler.simulator import RunResult
@@ -463,15 +463,7 @@ def batch_features(batch: Sequence[Any]) -> np.ndarray:
     sequence with one query token is a decode of its past; others are prefill chunks."""
     f = np.zeros(N_FEATURES)
     for fut in batch:
-        q = int(fut.query_length)
-        c = int(fut.state.position_offset)
-        if q == 1:
-            f[0] += 1
-            f[1] += c
-        else:
-            f[2] += q
-            f[3] += q * (c + q / 2.0)
-            f[4] += c
+        add_sequence(f, int(fut.query_length), int(fut.state.position_offset))
     return f
 
 

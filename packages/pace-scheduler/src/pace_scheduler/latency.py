@@ -45,6 +45,7 @@ __all__ = [
     "LatencyModel",
     "OnlinePredictor",
     "StepFeatures",
+    "add_sequence",
     "as_features",
     "batch_pairs",
     "fit",
@@ -65,6 +66,18 @@ def as_features(x: ArrayLike) -> np.ndarray:
     if f.shape[-1] == N_FEATURES - 1:
         f = np.concatenate([f, np.zeros((*f.shape[:-1], 1))], axis=-1)
     return f
+
+
+def add_sequence(f: np.ndarray, tokens: int, context: int) -> None:
+    """Add one sequence of a batch to its features ``f`` (in place): ``tokens`` new tokens on
+    ``context`` past ones; one token is a decode, more a prefill chunk."""
+    if tokens <= 1:
+        f[0] += 1
+        f[1] += context
+    else:
+        f[2] += tokens
+        f[3] += tokens * (context + tokens / 2.0)
+        f[4] += context
 
 
 def batch_pairs(f: np.ndarray) -> np.ndarray:

@@ -51,7 +51,7 @@ import numpy as np
 
 from pace_scheduler.admission import PaceController, StepView
 from pace_scheduler.errors import PaceSchedulerError
-from pace_scheduler.latency import H200_QWEN3_32B, N_FEATURES, LatencyModel
+from pace_scheduler.latency import H200_QWEN3_32B, N_FEATURES, LatencyModel, add_sequence
 
 __all__ = [
     "PACE_KEY",
@@ -336,15 +336,7 @@ class PaceSchedulerMixin:
             request = self.requests.get(rid)
             if request is None:
                 continue
-            n = int(n)
-            ctx = max(int(request.num_computed_tokens) - n, 0)
-            if n == 1:
-                f[0] += 1
-                f[1] += ctx
-            else:
-                f[2] += n
-                f[3] += n * (ctx + n / 2.0)
-                f[4] += ctx
+            add_sequence(f, int(n), max(int(request.num_computed_tokens) - int(n), 0))
         return f
 
     def _pace_running_features(self) -> np.ndarray:
@@ -352,13 +344,7 @@ class PaceSchedulerMixin:
         for request in self.running:
             done = int(request.num_computed_tokens)
             todo = max(int(request.num_tokens) - done, 1) if hasattr(request, "num_tokens") else 1
-            if todo <= 1:
-                f[0] += 1
-                f[1] += done
-            else:
-                f[2] += todo
-                f[3] += todo * (done + todo / 2.0)
-                f[4] += done
+            add_sequence(f, todo, done)
         return f
 
     def _pace_put(self, rid: str, why: str) -> None:
