@@ -83,7 +83,9 @@ def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo, cap
     assert set(pace.seeds or {}) == {"0", "1", "2"}
     served = results.row("pace", "goodput", "engine@1.00x")
     assert set(served.seeds or {}) == {"0", "1"}  # the engine runs the first engine_seeds
-    assert results.manifest.config["engine"]["best_fixed_cap_on_validation"] == "global-2"
+    engine = results.manifest.config["engine"]
+    assert engine["best_fixed_cap_on_validation"] == "global-2"
+    assert all(0 < f < 100 for f in engine["speed_factors"].values())  # one probe per group
     out = capsys.readouterr().out
     assert "h200_pace_beats_off_goodput:" in out
     assert " inconclusive" in out

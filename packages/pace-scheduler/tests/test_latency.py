@@ -126,3 +126,10 @@ def test_four_column_features_still_predict(h200):
     four = np.array([[8.0, 800.0, 0.0, 0.0]])
     five = np.array([[8.0, 800.0, 0.0, 0.0, 0.0]])
     assert h200.predict(four) == pytest.approx(h200.predict(five))
+
+
+def test_a_scaled_model_predicts_proportionally_slower_steps(h200):
+    x = np.array([[8.0, 8000.0, 64.0, 64.0 * 40, 8.0], [1.0, 100.0, 0.0, 0.0, 0.0]])
+    assert h200.scaled(2.0).predict(x) == pytest.approx(2.0 * h200.predict(x))
+    with pytest.raises(PaceSchedulerError, match="scale factor"):
+        h200.scaled(0.0)

@@ -184,6 +184,27 @@ def engine_slos(model: LatencyModel, setup: Any) -> tuple[float, float, float]:
     return ttft, tpot, capacity(model, ENGINE_WORKLOAD, eng, tpot)
 
 
+#: The short engine profile run before every (load, seed) group of the served sweep.
+SPEED_PROBE = ProfileConfig(batch_sizes=(1, 8, 32), contexts=(16, 96), new_tokens=3)
+
+
+def machine_speed(session: Any, fitted: LatencyModel, seed: int) -> float:
+    """How much slower this machine runs the engine now than when ``fitted`` was profiled:
+    the median of measured / predicted over a short probe of real steps.
+
+    Thread CPU time keeps other jobs' time slices out of a step, but not their share of the
+    core: on a shared 2-core machine the same step took up to twice as long under load
+    (measured in this package's first full run). Without this factor a load of "0.5x" would
+    mean a different thing in every run.
+    """
+    from pace_scheduler.latency import features_matrix
+
+    probe = session.profile(SPEED_PROBE, seed=seed)
+    x = features_matrix(probe, "speed probe")
+    y = np.array([r["seconds"] for r in probe])
+    return float(np.median(y / fitted.predict(x)))
+
+
 def run_engine_sweep(
     session: Any,
     fitted: LatencyModel,
@@ -193,28 +214,34 @@ def run_engine_sweep(
     seeds: Sequence[int],
     policies: Sequence[str],
     n_requests: int,
-    on_result: Callable[[dict[str, Any], Any], None] | None = None,
+    on_result: Callable[[dict[str, Any], Any, LatencyModel], None] | None = None,
     sweep: str = "engine",
 ) -> list[dict[str, Any]]:
-    """Every policy at every load and seed, served in the engine; for one (load, seed) all
+    """Every policy at every load and seed, served in the engine. For one (load, seed) all
     policies serve the same requests back to back (pairs measured under the same machine
-    conditions). ``on_result(record, run_result)`` sees each run."""
-    ttft, tpot, cap = engine_slos(fitted, session.setup)
+    conditions), after a speed probe that rescales ``T̂`` (:func:`machine_speed`), and so the
+    SLOs, the rate and Pace's predictor, to the machine's speed at that moment.
+    ``on_result(record, run_result, model)`` sees each run and the model it was served with."""
     out = []
+    prior_x, prior_y = prior
     for load in loads:
-        rate = load * cap
         for seed in seeds:
+            speed = machine_speed(session, fitted, seed)
+            model = fitted.scaled(speed)
+            ttft, tpot, cap = engine_slos(model, session.setup)
+            rate = load * cap
             wl = replace(
                 ENGINE_WORKLOAD, rate=rate, n_requests=n_requests, ttft_slo=ttft, tpot_slo=tpot
             )
             requests = generate(wl, seed=seed)
             for name in policies:
-                factory = engine_policy(name, fitted, *prior)
+                factory = engine_policy(name, model, prior_x, prior_y * speed)
                 res = session.serve(requests, factory, seed=seed, name=name)
                 rec = record_of(res, sweep, name, load, rate, seed, ttft, tpot)
+                rec["speed"] = speed
                 out.append(rec)
                 if on_result is not None:
-                    on_result(rec, res)
+                    on_result(rec, res, model)
     return out
 
 

@@ -172,6 +172,13 @@ class LatencyModel:
     def step_time(self, features: StepFeatures) -> float:
         return float(self.predict(features.as_array()))
 
+    def scaled(self, factor: float) -> LatencyModel:
+        """The same model on a machine ``factor`` times slower (every time term scaled)."""
+        if not (np.isfinite(factor) and factor > 0):
+            raise PaceSchedulerError(f"latency model: scale factor must be > 0, got {factor}")
+        terms = ("alpha", "weights", "beta", "gamma", "delta", "eps", "zeta")
+        return replace(self, **{k: getattr(self, k) * factor for k in terms})
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -102,15 +102,14 @@ def describe_run(name: str, res: Any) -> str:
     return text
 
 
-def _heldout_r2(
-    fitted: LatencyModel, steps: dict[int, list[tuple[np.ndarray, np.ndarray]]]
-) -> dict[int, float]:
+def _heldout_r2(steps: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> dict[int, float]:
+    """Per seed, R² of (measured, predicted) step times pooled over its runs."""
     out = {}
     for seed, parts in steps.items():
-        x = np.concatenate([p[0] for p in parts])
-        y = np.concatenate([p[1] for p in parts])
+        y = np.concatenate([p[0] for p in parts])
+        y_hat = np.concatenate([p[1] for p in parts])
         if y.size >= 8:
-            out[seed] = r_squared(y, fitted.predict(x))
+            out[seed] = r_squared(y, y_hat)
     return out
 
 
@@ -192,11 +191,12 @@ def _demo_in(run: Run, session: Any, p: d.DemoPlan, requests: Any, workers: int)
     with JsonlWriter(log_path) as log:
         with run.progress(n_engine, "serving in the engine") as bar:
 
-            def served(rec: dict[str, Any], res: Any) -> None:
+            def served(rec: dict[str, Any], res: Any, model: LatencyModel) -> None:
                 log.write(rec)
                 bar.advance()
-                if rec["seed"] in engine_seeds and res.step_times is not None:
-                    steps.setdefault(rec["seed"], []).append((res.step_features, res.step_times))
+                if rec["sweep"] == "engine" and res.step_times is not None and res.steps:
+                    predicted = model.predict(res.step_features)
+                    steps.setdefault(rec["seed"], []).append((res.step_times, predicted))
 
             validation = d.run_engine_sweep(
                 session, fitted, (prior_x, prior_y), loads=p.engine_loads, seeds=val_engine,
@@ -210,10 +210,15 @@ def _demo_in(run: Run, session: Any, p: d.DemoPlan, requests: Any, workers: int)
                 on_result=served,
             )  # fmt: skip
         records += engine_records
+        speeds = {
+            f"{r['sweep']}@{r['load']:g}x/seed{r['seed']}": r["speed"]
+            for r in [*validation, *engine_records]
+        }
         config["engine"].update(
             seeds=list(engine_seeds),
             validation_seeds=list(val_engine),
             best_fixed_cap_on_validation=engine_cap,
+            speed_factors=speeds,
         )
         label = "served, transformers CB on CPU"
         erows, eclaims = d.sweep_rows_claims(
@@ -227,7 +232,7 @@ def _demo_in(run: Run, session: Any, p: d.DemoPlan, requests: Any, workers: int)
         )
         rows += erows
         claims: list[Claim] = eclaims
-        held = _heldout_r2(fitted, steps)
+        held = _heldout_r2(steps)
         if held:
             rows.append(Row.from_seeds("predictor", "heldout_r2", held, split="engine-steps"))
             claims.append(
@@ -235,7 +240,8 @@ def _demo_in(run: Run, session: Any, p: d.DemoPlan, requests: Any, workers: int)
                     "engine_predictor_r2_ge_0_9",
                     "The step-latency model fitted to the engine profile explains >= 90% of the "
                     "variance of the engine's steps while serving (held out: every step of the "
-                    "reported runs; R² per seed).",
+                    "reported runs, predicted by the profile's fit rescaled by the speed probe "
+                    "before each group; R² per seed).",
                     rows,
                     ("predictor", "heldout_r2", "engine-steps"),
                     "ge",
@@ -325,7 +331,11 @@ def _intro(p: d.DemoPlan, config: dict[str, Any]) -> str:
             f"scheduler of that engine (`PaceCBScheduler`); steps timed in {e['clock']}. "
             f"`T̂` fitted to a profile of the engine (in-sample R² {e['profile_r2']:.3f}); "
             f"per-token SLO {e['tpot_slo_s'] * 1e3:.2f} ms, TTFT SLO "
-            f"{e['ttft_slo_s'] * 1e3:.0f} ms, SLO capacity {e['capacity_rps']:.1f} req/s of "
+            f"{e['ttft_slo_s'] * 1e3:.0f} ms at the profile's speed (before each (load, seed) "
+            f"group a probe of real steps rescales `T̂`, the SLOs and the rate to the machine's "
+            f"speed then: factors {min(e['speed_factors'].values()):.2f}-"
+            f"{max(e['speed_factors'].values()):.2f}), SLO capacity {e['capacity_rps']:.1f} "
+            f"req/s of "
             f"engine time (estimated from `T̂`; it overstates what the engine sustains, see the "
             f"README); loads {list(p.engine_loads)} (medium {p.engine_medium:g}x), seeds "
             f"{e['seeds']}, "
