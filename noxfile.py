@@ -38,6 +38,7 @@ nox.options.tags = ["test"]  # plain `tools/nox` runs what CI runs
 
 CONSTRAINTS_FILE = ROOT / CONSTRAINTS
 REPORTS = ROOT / "reports"
+QUICK_REPORTS = ROOT / "reports-quick"
 DIST_DIR = ROOT / "dist"
 # Extensionless Python scripts ruff would not find on its own.
 SCRIPTS = ["tools/nox", "tools/new-package", "tools/changed-packages", "tools/release"]
@@ -326,6 +327,20 @@ def reproduce(session: nox.Session, package: str) -> None:
     out = REPORTS / pkg.dist
     session.run(pkg.cli, "demo", "--out", str(out), *session.posargs)
     session.run("paperstack", "collect", str(REPORTS))
+
+
+@nox.session(name="reproduce-quick")
+@nox.parametrize("package", WITH_CLI)
+def reproduce_quick(session: nox.Session, package: str) -> None:
+    """Every demo with ``--quick`` (about a minute each) into reports-quick/<dist>/, then
+    reports-quick/index.md: the quick variant of ``reproduce``, a smoke run whose claims are not
+    expected to hold (toy budgets); the committed reports/ are left alone."""
+    pkg = _package_arg(package)
+    assert pkg.cli is not None
+    _run_demo_env(session, pkg)
+    out = QUICK_REPORTS / pkg.dist
+    session.run(pkg.cli, "demo", "--quick", "--out", str(out), *session.posargs)
+    session.run("paperstack", "collect", str(QUICK_REPORTS))
 
 
 @nox.session

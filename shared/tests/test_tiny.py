@@ -128,6 +128,38 @@ def test_cache_path_is_keyed_by_every_argument(
         tiny.pretrained_path("micro", ())
 
 
+def test_cache_key_covers_the_code_of_a_package_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task defined outside paperstack.tasks: its module's code is part of the key."""
+    monkeypatch.setenv("PAPERSTACK_CACHE", str(tmp_path))
+    module = tmp_path / "pkg_task.py"
+    source = (
+        "from dataclasses import dataclass\n"
+        "from typing import ClassVar\n"
+        "from paperstack.tasks import Addition\n\n"
+        "@dataclass(frozen=True)\n"
+        "class Shifted(Addition):\n"
+        "    name: ClassVar[str] = 'shifted'\n"
+        "    def format_answer(self, total: int) -> str:\n"
+        "        return str(total + {shift})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    paths = []
+    for shift in (1, 2):
+        module.write_text(source.format(shift=shift))
+        mod = importlib.import_module("pkg_task")
+        mod = importlib.reload(mod)
+        paths.append(tiny.pretrained_path("micro", (mod.Shifted(),), steps=5, seed=0))
+    assert paths[0] != paths[1]
+    # the core's own tasks keep the key they had (no task_code entry)
+    assert "task_code" not in tiny._cache_key(
+        "micro", [tasks.get("addition")], tiny.Recipe(steps=5), 0
+    )
+
+
 def test_pretrained_caches_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERSTACK_CACHE", str(tmp_path))
     real_train = tiny.train

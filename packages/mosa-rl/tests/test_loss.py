@@ -114,3 +114,48 @@ def test_errors_are_one_line():
     with pytest.raises(MosaError) as exc:
         mosa_loss(torch.randn(1, 2, 9), torch.randn(1, 2, 9), torch.zeros(1, 2), k=2)
     assert "\n" not in str(exc.value)
+
+
+def test_bf16_hidden_states_meet_an_fp32_head():
+    # trl's cast_lm_head_to_fp32: a bf16 body, an fp32 head. The profile is computed in fp32.
+    g = torch.Generator().manual_seed(5)
+    hidden = torch.randn(6, 8, generator=g).bfloat16()
+    weight = torch.randn(11, 8, generator=g)
+    seq = torch.tensor([0, 0, 0, 1, 1, 1])
+    got = profile_sums_from_hidden(hidden, weight, None, seq, 2, k=3)
+    want = profile_sums_from_hidden(hidden.float(), weight, None, seq, 2, k=3)
+    assert got.dtype == torch.float32
+    assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_pooled_profile_gradient_does_not_depend_on_world_size():
+    """Two simulated data-parallel ranks share the head weight W and hold different tokens.
+    Each differentiates world * KL(P̄_pooled ‖ Q̄) through its own tokens only; DDP averages the
+    two gradients. The result is the gradient of the whole batch's KL(P̄ ‖ Q̄) in one process."""
+    from mosa_rl.loss import pooled_profile
+
+    g = torch.Generator().manual_seed(6)
+    hidden = [torch.randn(3, 8, generator=g), torch.randn(7, 8, generator=g)]  # unequal shares
+    weight = torch.randn(13, 8, generator=g)
+    q = torch.softmax(torch.randn(5, generator=g), -1)
+    tokens = torch.tensor(10.0)
+
+    w_one = weight.clone().requires_grad_(True)
+    every = torch.cat(hidden)
+    sums = profile_sums_from_hidden(every, w_one, None, torch.zeros(10, dtype=torch.long), 1, k=4)
+    profile_kl(sums.sum(0) / tokens, q).backward()
+
+    world = 2
+    w_ranks = [weight.clone().requires_grad_(True) for _ in range(world)]
+    local = [
+        profile_sums_from_hidden(h, w, None, torch.zeros(len(h), dtype=torch.long), 1, k=4).sum(0)
+        for h, w in zip(hidden, w_ranks, strict=True)
+    ]
+    total = sum(s.detach() for s in local)  # what the all-reduce gives every rank
+    for s in local:
+        p = pooled_profile(s, total, tokens)
+        assert torch.allclose(p.detach(), total / tokens)  # the value is the pooled profile
+        (world * profile_kl(p, q)).backward()
+    ddp = sum(w.grad for w in w_ranks) / world  # DDP's gradient average
+    assert torch.allclose(ddp, w_one.grad, atol=1e-7)
+    assert not torch.allclose(w_ranks[0].grad / world, w_one.grad, atol=1e-4)  # pooling matters

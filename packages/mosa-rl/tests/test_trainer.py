@@ -1,5 +1,7 @@
 """MOSATrainer end to end through trl, on a micro random model (seconds)."""
 
+import math
+
 import pytest
 import torch
 from mosa_rl import MOSAConfig, MosaError, MOSATrainer
@@ -212,3 +214,92 @@ def test_reference_sums_match_the_models_own_logits(tmp_path, setup):
         logits = trainer.model(input_ids=ids, attention_mask=attention).logits[:, -width - 1 : -1]
     want = profile_sums(logits, batch["completion_mask"], 4, logits=True)
     assert torch.allclose(batch[REF_KEY], want, atol=1e-5)
+
+
+def test_bf16_body_with_fp32_head_trains(tmp_path, setup):
+    """trl's cast_lm_head_to_fp32 keeps the head in fp32 beside a bf16 body: the profile is
+    computed in fp32 from bf16 hidden states (0.1 crashed here: bf16 met the fp32 weight)."""
+    model, tok, data = setup
+    model = model.to(torch.bfloat16)
+    trainer = MOSATrainer(
+        model,
+        _length_reward,
+        _config(tmp_path, bf16=True, cast_lm_head_to_fp32=True),
+        train_dataset=data,
+        processing_class=tok,
+    )
+    assert trainer.model.lm_head.weight.dtype == torch.float32
+    assert trainer.model.model.layers[0].mlp.up_proj.weight.dtype == torch.bfloat16
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "mosa/kl" in h]
+    assert len(logs) == 2
+    assert all(math.isfinite(h["mosa/kl"]) for h in logs)
+    assert logs[0]["mosa/kl"] == pytest.approx(0.0, abs=1e-5)
+
+
+def _with_sharding(monkeypatch, *, fsdp: bool = False, zero_stage: int | None = None):
+    """Make the Trainer's accelerator report FSDP or DeepSpeed the way accelerate does."""
+    from transformers import Trainer
+
+    original = Trainer.create_accelerator_and_postprocess
+
+    def patched(self):
+        original(self)
+        if fsdp:
+            self.is_fsdp_enabled = True
+        if zero_stage is not None:
+            plugin = type("Plugin", (), {"zero_stage": zero_stage})()
+            state = type(self.accelerator.state)
+            monkeypatch.setattr(state, "deepspeed_plugin", property(lambda _self: plugin))
+
+    monkeypatch.setattr(Trainer, "create_accelerator_and_postprocess", patched)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [("fsdp", "FSDP: not supported with mosa_beta > 0"), ("zero3", "DeepSpeed ZeRO-3")],
+)
+def test_partitioned_parameters_are_refused_in_one_line(
+    tmp_path, setup, monkeypatch, kind, message
+):
+    model, tok, data = setup
+    _with_sharding(monkeypatch, fsdp=kind == "fsdp", zero_stage=3 if kind == "zero3" else None)
+    with pytest.raises(MosaError, match=message) as exc:
+        MOSATrainer(model, _length_reward, _config(tmp_path), train_dataset=data,
+                    processing_class=tok)  # fmt: skip
+    assert "\n" not in str(exc.value)
+
+
+def test_check_sharding_allows_zero2_and_ddp():
+    from mosa_rl.trainer import check_sharding
+
+    check_sharding(None, False)
+    check_sharding(type("Plugin", (), {"zero_stage": 2})(), False)
+    with pytest.raises(MosaError, match="ZeRO-3"):
+        check_sharding(type("Plugin", (), {"zero_stage": 3})(), False)
+
+
+def test_plain_grpo_is_not_refused_under_fsdp(tmp_path, setup, monkeypatch):
+    model, tok, data = setup
+    _with_sharding(monkeypatch, fsdp=True)
+    trainer = MOSATrainer(model, _length_reward, _config(tmp_path, mosa_beta=0.0),
+                          train_dataset=data, processing_class=tok)  # fmt: skip
+    assert trainer.mosa_beta == 0.0
+
+
+@pytest.mark.gpu
+def test_bf16_with_fp32_head_on_cuda(tmp_path, setup):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    model, tok, data = setup
+    trainer = MOSATrainer(
+        model.to(torch.bfloat16),
+        _length_reward,
+        _config(tmp_path, bf16=True, cast_lm_head_to_fp32=True, use_cpu=False),
+        train_dataset=data,
+        processing_class=tok,
+    )
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "mosa/kl" in h]
+    assert len(logs) == 2
+    assert all(math.isfinite(h["mosa/kl"]) for h in logs)

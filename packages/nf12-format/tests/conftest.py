@@ -1,13 +1,20 @@
-"""Test setup: one CPU thread (CI shares two cores), Triton's interpreter when there is no GPU."""
+"""Test setup: one CPU thread (CI shares two cores), Triton's interpreter only without a GPU.
+
+On a CUDA machine the kernels must run compiled: the interpreter there would time a NumPy
+emulation (seconds per call) and test nothing the GPU runs.
+"""
 
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first `import triton`
-
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first `import triton`
+elif os.environ.get("TRITON_INTERPRET") == "1":
+    raise pytest.UsageError("TRITON_INTERPRET=1 on a CUDA machine: unset it to test the kernels")
 
 torch.set_num_threads(1)
 

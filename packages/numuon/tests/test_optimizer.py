@@ -226,3 +226,129 @@ def test_constant_schedule_object_is_accepted():
     p.grad = torch.ones(8, 8)
     opt.step()
     assert torch.isfinite(p).all()
+
+
+# ------------------------------------------------------------------ the plumbing Muon users expect
+
+
+def _gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=40, n_positions=32, n_embd=32, n_layer=2, n_head=2)
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(config)
+
+
+def test_gpt2_conv1d_weights_go_to_numuon_not_silently_to_adamw(recwarn):
+    model = _gpt2()
+    groups = param_groups(model)
+    conv = [g for g in groups if g.get("transposed")]
+    assert len(conv) == 1
+    names = {n for n, _ in conv[0]["params"]}
+    assert names == {
+        f"transformer.h.{i}.{m}.weight"
+        for i in range(2)
+        for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+    }
+    adamw = {n for g in groups if not g["use_numuon"] for n, _ in g["params"]}
+    assert "transformer.wte.weight" in adamw  # embeddings (tied to the head) stay on AdamW
+    assert "transformer.wpe.weight" in adamw
+    assert not [w for w in recwarn if "param_groups" in str(w.message)]
+
+
+def test_conv1d_step_is_the_transpose_of_the_linear_step(gen):
+    """A Conv1D stores W as d_in x d_out: its update must be the Linear update transposed,
+    with Muon's scale sqrt(d_out / d_in) read from the true orientation."""
+    G = torch.randn(40, 24, generator=gen)  # d_out x d_in
+    linear = nn.Parameter(torch.zeros(40, 24))
+    conv = nn.Parameter(torch.zeros(24, 40))
+    opt = NuMuon(
+        [{"params": [linear]}, {"params": [conv], "transposed": True}], lr=1.0, rank_schedule=0.25
+    )
+    linear.grad, conv.grad = G.clone(), G.T.clone()
+    opt.step()
+    torch.testing.assert_close(conv.detach(), linear.detach().T, atol=1e-5, rtol=1e-5)
+    s = torch.linalg.svdvals(linear.detach())
+    assert float(s[0]) == pytest.approx((40 / 24) ** 0.5, rel=1e-4)
+
+
+def test_compress_handles_gpt2_conv1d():
+    from numuon.compression import LowRankLinear, compress
+
+    model = _gpt2()
+    ids = torch.randint(0, 40, (4, 16), generator=torch.Generator().manual_seed(0))
+    for method in ("svd", "whitened"):
+        small, info = compress(model, 0.4, method, calibration=[ids])
+        assert 0.4 <= info["reduction"] < 0.5
+        assert isinstance(small.transformer.h[0].attn.c_attn, LowRankLinear)
+        assert torch.isfinite(small(input_ids=ids).logits).all()
+    # full rank reproduces the Conv1D layer exactly (the orientation is right)
+    from numuon.compression import truncated_svd_factors
+
+    conv = model.transformer.h[0].mlp.c_fc
+    A, B = truncated_svd_factors(conv.weight.T, 32)
+    x = torch.randn(3, 32, generator=torch.Generator().manual_seed(1))
+    low = LowRankLinear(A, B, conv.bias.detach())
+    torch.testing.assert_close(low(x), conv(x), atol=1e-5, rtol=1e-5)
+
+
+def test_unclaimed_matrices_are_warned_about():
+    class Odd(Tiny):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mixer = nn.Parameter(torch.zeros(48, 48))
+            self.kernel = nn.Parameter(torch.zeros(4, 3, 3, 3))
+
+    with pytest.warns(UserWarning, match=r"2 parameter\(s\).*mixer \(48, 48\).*kernel"):
+        groups = param_groups(Odd())
+    adamw = {n for g in groups if not g["use_numuon"] for n, _ in g["params"]}
+    assert {"mixer", "kernel"} <= adamw
+
+
+def test_skip_step_option_skips_nonfinite_gradients_without_touching_anything():
+    model = Tiny()
+    opt = NuMuon(param_groups(model), rank_schedule=0.25, nonfinite="skip")
+    _train(model, opt, range(2))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    steps = int(opt.state[model.fc1.weight]["step"])
+    opt.zero_grad()
+    _loss(model, 5).backward()
+    model.fc1.weight.grad[3, 3] = float("inf")
+    with pytest.warns(UserWarning, match=r"skipped a step.*fc1.weight"):
+        opt.step()
+    assert opt.skipped_steps == 1
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert int(opt.state[model.fc1.weight]["step"]) == steps  # the schedule did not advance
+    _train(model, opt, range(5, 6))
+    assert int(opt.state[model.fc1.weight]["step"]) == steps + 1
+    with pytest.raises(NumuonError, match="nonfinite"):
+        NuMuon(param_groups(model), nonfinite="ignore")  # type: ignore[arg-type]
+
+
+def test_fsdp2_dtensor_parameters_are_refused_in_one_line(tmp_path):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        p = nn.Parameter(distribute_tensor(torch.randn(8, 8), mesh, [Shard(0)]))
+        with pytest.raises(NumuonError, match="DTensor") as exc:
+            NuMuon([p])
+        assert "\n" not in str(exc.value)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_muon_polar_control_is_numuon_at_full_rank(gen):
+    """The like-for-like control: the same harness with the exact polar factor."""
+    model_a, model_b = Tiny(), Tiny()
+    a = build_optimizer("muon-polar", model_a, lr=0.02, adamw_lr=1e-2)
+    b = NuMuon(param_groups(model_b), lr=0.02, rank_schedule=1.0, adamw_lr=1e-2,
+               adamw_betas=(0.9, 0.95))  # fmt: skip
+    _train(model_a, a, range(3))
+    _train(model_b, b, range(3))
+    for x, y in zip(model_a.parameters(), model_b.parameters(), strict=True):
+        assert torch.equal(x, y)

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 from pall_lns.errors import PallError
@@ -63,7 +65,7 @@ def test_missing_solver_is_one_line(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "pyscipopt", None)
-    with pytest.raises(PallError, match=r"pall-lns\[scip\]"):
+    with pytest.raises(PallError, match=r"pip install pyscipopt"):
         import_scip()
 
 
@@ -111,3 +113,70 @@ def test_recheck_agrees_with_the_full_check(smoke_dir):
         bad, act_y = inst.recheck(x, act, y)
         assert bad == pytest.approx(max(inst.violation(y)[0], 0.0))
         assert np.allclose(act_y, inst.activity(y))
+
+
+def _lines(path):
+    return path.read_text().splitlines(keepends=True)
+
+
+def test_rejects_an_lp_cut_inside_the_objective(smoke_dir, write_lp):
+    lines = _lines(smoke_dir / "setcover-smoke-s7.lp")
+    p = write_lp("cut.lp", "".join(lines[:5]))  # comment, Minimize, obj:, two terms
+    with pytest.raises(PallError, match=r"cut\.lp: (truncated|SCIP read no constraints)"):
+        read_instance(p)
+
+
+def test_rejects_an_lp_keeping_part_of_its_constraints(smoke_dir, write_lp):
+    text = (smoke_dir / "auction-smoke-s7.lp").read_text()
+    heads = [m.start() for m in re.finditer(r"\n r\d+:", text)]
+    p = write_lp("part.lp", text[: heads[len(heads) // 2] + 1])  # half the rows, cut between two
+    with pytest.raises(PallError, match=r"part\.lp: truncated model file"):
+        read_instance(p)
+
+
+def test_rejects_an_lp_without_bounds_binaries_and_end(smoke_dir, write_lp):
+    text = (smoke_dir / "facility-smoke-s7.lp").read_text()
+    p = write_lp("noend.lp", text[: text.index("Bounds")])
+    with pytest.raises(PallError, match=r"noend\.lp: truncated model file.*End"):
+        read_instance(p)
+
+
+def test_rejects_an_lp_without_constraints(write_lp):
+    p = write_lp("free.lp", "Minimize\n obj: x + y\nBounds\n 0 <= x <= 1\nGenerals\n x\nEnd\n")
+    with pytest.raises(PallError, match="no constraints"):
+        read_instance(p)
+
+
+def _mps(tmp_path):
+    return generate("setcover", "smoke", 7, tmp_path, "mps").path
+
+
+def test_generated_mps_names_the_problem_not_a_local_path(tmp_path):
+    p = _mps(tmp_path)
+    name_line = next(line for line in p.read_text().splitlines() if line.startswith("NAME"))
+    assert name_line.split()[1] == "setcover-smoke-s7"
+    assert str(tmp_path) not in p.read_text()
+    assert read_instance(p).n == read_instance(generate("setcover", "smoke", 7, tmp_path).path).n
+
+
+def test_rejects_a_truncated_mps(tmp_path, write_lp):
+    lines = _lines(_mps(tmp_path))
+    p = write_lp("cut.mps", "".join(lines[: len(lines) // 2]))
+    with pytest.raises(PallError, match=r"cut\.mps: (truncated|SCIP read no constraints|cannot)"):
+        read_instance(p)
+
+
+def test_rejects_an_mps_column_naming_an_undeclared_row(tmp_path, write_lp):
+    lines = _lines(_mps(tmp_path))
+    i = next(k for k, line in enumerate(lines) if line.startswith("COLUMNS")) + 1
+    fields = lines[i].split()
+    lines[i] = lines[i].replace(fields[1], "nosuchrow", 1)
+    p = write_lp("badrow.mps", "".join(lines))
+    with pytest.raises(PallError, match=r"(nosuchrow|badrow\.mps)"):
+        read_instance(p)
+
+
+def test_rejects_malformed_mps(write_lp):
+    p = write_lp("junk.mps", "NAME junk\nROWS\n N obj\nCOLUMNS\n x obj 1\nwhat is this\nENDATA\n")
+    with pytest.raises(PallError, match=r"junk\.mps"):
+        read_instance(p)

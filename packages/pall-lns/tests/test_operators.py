@@ -16,9 +16,13 @@ def test_every_operator_frees_distinct_integer_variables(smoke_dir, family):
     if family == "localbranch":
         assert nb.hamming is not None
         assert nb.free.size > nb.hamming
+    elif family == "rens":  # the most fractional LP values, at most k
+        assert 0 < nb.free.size <= 6
+        assert nb.fix_to is not None
     else:
         assert nb.hamming is None
         assert nb.free.size == 6
+    assert (nb.proximity is not None) == (family == "proximity")
 
 
 def test_rins_frees_where_lp_and_incumbent_disagree(smoke_dir):
@@ -54,3 +58,50 @@ def test_rejects_unknown_family_and_parameter():
     with pytest.raises(PallError, match="unknown parameter"):
         OperatorSpec("random", {"w9": 1.0})
     assert [o.family for o in default_pool()] == list(FAMILIES)
+
+
+def test_rens_fixes_to_the_rounded_lp_point_and_frees_the_fractional(smoke_dir):
+    inst = read_instance(smoke_dir / "setcover-smoke-s7.lp")
+    x = np.ones(inst.n)
+    x_lp = np.zeros(inst.n)
+    x_lp[[2, 4]] = [0.5, 0.3]
+    nb = neighbourhood(OperatorSpec("rens"), inst, State(x, x_lp), np.random.default_rng(0), 10)
+    assert nb.free.tolist() == [2, 4]
+    assert nb.fix_to is not None
+    assert nb.fix_to[0] == 0.0  # the LP's value, not the incumbent's 1
+
+
+def test_crossover_frees_where_two_incumbents_disagree(smoke_dir):
+    inst = read_instance(smoke_dir / "setcover-smoke-s7.lp")
+    x = np.ones(inst.n)
+    old = x.copy()
+    old[[1, 7, 9]] = 0.0
+    nb = neighbourhood(
+        OperatorSpec("crossover"), inst, State(x, None, (old,)), np.random.default_rng(0), 3
+    )
+    assert nb.free.tolist() == [1, 7, 9]
+
+
+def test_new_operators_improve_through_the_lns(smoke_dir):
+    """RENS, crossover, DINS and proximity each drive a short LNS run to a checked solution."""
+    from pall_lns.lns import LnsConfig, run_lns
+    from pall_lns.selectors import RandomSelector
+
+    path = smoke_dir / "setcover-smoke-s7.lp"
+    ops = [OperatorSpec(f) for f in ("rens", "crossover", "dins", "proximity")]
+    res = run_lns(path, ops, RandomSelector(0), LnsConfig(2.0, init_frac=0.05, seed=1))
+    assert read_instance(path).is_feasible(res.x)
+    assert all(c > 0 for c in res.op_counts)
+
+
+def test_proximity_sub_mip_only_returns_improving_points(smoke_dir):
+    from pall_lns.submip import SubMipSolver
+
+    solver = SubMipSolver(smoke_dir / "auction-smoke-s7.lp")
+    inst = solver.inst
+    x = solver.initial(0.05).x
+    free = np.sort(np.random.default_rng(0).choice(inst.int_idx, 40, replace=False))
+    res = solver.solve(free, x, 3.0, proximity=0.001)
+    if res.x is not None:
+        assert inst.is_feasible(res.x)
+        assert res.obj < inst.objective(x)

@@ -29,3 +29,20 @@ def splits():
     from paperstack.tasks import FactWorld
 
     return fact_splits(FactWorld(n_entities=8), n_forget=2)
+
+
+@pytest.fixture(scope="session")
+def knowing():
+    """A micro model that recalls every fact of a 6-entity world (trained once, then cached
+    by paperstack.tiny), with that world's splits: what a patch test needs."""
+    import transformers
+    from ra2_unlearn.data import fact_splits
+
+    from paperstack import tiny
+    from paperstack.tasks import FactWorld
+
+    transformers.logging.set_verbosity_error()
+    world = FactWorld(n_entities=6, world_seed=0)
+    model, tok = tiny.pretrained("micro", (world,), steps=400, progress=False)
+    model.eval()
+    return model, tok, fact_splits(world, "science", n_forget=2, n_holdout=2)

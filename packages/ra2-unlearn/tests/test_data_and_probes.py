@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from ra2_unlearn.data import encode
 from ra2_unlearn.modules import ablate_direction, capture_layers
-from ra2_unlearn.probes import linear_probe_accuracy, relearn, relearn_split
+from ra2_unlearn.probes import relearn, relearn_split
 
 
 def test_adjacent_questions_ask_forget_entities_without_the_forgotten_domain(splits):
@@ -57,8 +58,49 @@ def test_relearn_leaves_the_input_model_untouched(micro, splits):
     assert any(not torch.equal(before[k], v) for k, v in attacked.state_dict().items())
 
 
-def test_linear_probe_reports_its_held_out_size(micro, splits):
+def test_probe_is_split_by_entity_and_its_control_labels_are_per_fact(micro, splits):
+    from ra2_unlearn.probes import random_labels, value_probe
+
     model, tok = micro
-    acc, n = linear_probe_accuracy(model, tok, splits.forget, layer=1, steps=5)
-    assert 0.0 <= acc <= 1.0
-    assert n == len(splits.forget) // 3
+    train = [e for e in splits.retain if e.meta["domain"] == splits.forget_domain]
+    acc = value_probe(model, tok, train, splits.forget, layer=1, steps=5)
+    assert acc.shape == (len(splits.forget),)
+    with pytest.raises(ValueError, match="share entities"):
+        value_probe(model, tok, train, train[:3], layer=1, steps=5)
+    values = sorted({v for e in splits.forget for v in _values(e)})
+    labels = random_labels(splits.forget, values, seed=0)
+    by_fact: dict = {}
+    for e, y in zip(splits.forget, labels, strict=True):
+        assert y in _values(e)
+        by_fact.setdefault((e.meta["entity"], e.meta["attribute"]), set()).add(y)
+    assert all(len(ys) == 1 for ys in by_fact.values())  # every phrasing gets the same label
+
+
+def _values(e):
+    from paperstack.tasks import DOMAINS
+
+    return DOMAINS[e.meta["domain"]][e.meta["attribute"]]
+
+
+def test_wmdp_style_corpus_loads_text_and_encodes_every_token(micro, tmp_path):
+    from ra2_unlearn.data import load_text_corpus
+
+    _, tok = micro
+    path = tmp_path / "bio-forget-corpus.jsonl"
+    path.write_text(
+        '{"title": "t", "abstract": "a", "text": "Bakiru keeps zinc.", "doi": "x"}\n\n'
+        '{"title": "u", "text": "ok"}\n'
+    )
+    passages = load_text_corpus(path, min_chars=5)
+    assert [p.answer for p in passages] == ["Bakiru keeps zinc."]
+    assert passages[0].meta["title"] == "t"
+    enc = encode(tok, passages)[0]
+    assert enc.prompt_len == 0
+    assert enc.labels == enc.input_ids
+    assert tok.decode(enc.input_ids) == "Bakiru keeps zinc." + tok.eos_token
+    txt = tmp_path / "notes.txt"
+    txt.write_text("first passage\nstill first\n\nsecond passage\n")
+    assert [p.answer for p in load_text_corpus(txt)] == [
+        "first passage\nstill first",
+        "second passage",
+    ]

@@ -91,26 +91,92 @@ def test_mc_jsonl_errors_name_file_and_line(tmp_path):
         load_mc_jsonl(tmp_path / "missing.jsonl")
 
 
-def test_cli_errors_are_one_line_with_exit_2(tmp_path, capsys):
+def _one_line_error(capsys, argv: list[str]) -> str:
+    """Run the CLI on ``argv``; it must exit 2 with exactly one line on stderr."""
     with pytest.raises(SystemExit) as exc:
-        main(["demo", "--quick", "--out", str(tmp_path / "o"), "--methods", "ra2,sgd"])
+        main(argv)
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    assert err.startswith("ra2: error: --methods")
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+def _usage_error(capsys, argv: list[str]) -> str:
+    """A bad number on the command line: argparse's usage, then one ``error:`` line, exit 2."""
     with pytest.raises(SystemExit) as exc:
-        main(
-            [
-                "unlearn",
-                "--model",
-                str(tmp_path),
-                "--forget",
-                str(tmp_path / "nope.jsonl"),
-                "--retain",
-                str(tmp_path / "nope.jsonl"),
-                "--out",
-                str(tmp_path / "m"),
-            ]
-        )
+        main(argv)
     assert exc.value.code == 2
-    assert "nope.jsonl: cannot read" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("ra2 "), err
+    assert ": error: " in last, err
+    return last
+
+
+def test_cli_errors_are_one_line_with_exit_2(tmp_path, capsys):
+    out = tmp_path / "o"
+    err = _one_line_error(capsys, ["demo", "--quick", "--out", str(out), "--methods", "ra2,sgd"])
+    assert err.startswith("ra2: error: --methods")
+    assert not out.exists()  # the folder the failed run created is removed again
+    err = _one_line_error(capsys, ["demo", "--quick", "--out", str(out), "--device", "cuda"])
+    assert "--device cuda" in err
+    err = _one_line_error(
+        capsys, ["demo", "--quick", "--out", str(out), "--model", str(tmp_path / "nope")]
+    )
+    assert "no such directory" in err
+    err = _usage_error(capsys, ["demo", "--quick", "--out", str(out), "--steps", "0"])
+    assert "--steps" in err
+
+
+def _unlearn_argv(tmp_path, *extra: str) -> list[str]:
+    data = tmp_path / "f.jsonl"
+    data.write_text('{"question": "Q?", "choices": ["a", "b", "c"], "answer": 2}\n')
+    return [
+        "unlearn", "--model", str(tmp_path), "--forget", str(data), "--retain", str(data),
+        "--out", str(tmp_path / "m"), *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (("--lr", "-1"), "argument --lr: must be a finite number > 0, got -1"),
+        (("--lr", "nan"), "argument --lr: must be a finite number > 0, got nan"),
+        (("--batch-size", "0"), "argument --batch-size: must be an integer > 0, got 0"),
+        (("--steps", "0"), "argument --steps: must be an integer > 0, got 0"),
+        (("--alpha", "-2"), "argument --alpha: must be a finite number >= 0, got -2"),
+    ],
+)
+def test_unlearn_refuses_impossible_numbers(tmp_path, capsys, extra, match):
+    err = _usage_error(capsys, _unlearn_argv(tmp_path, *extra))
+    assert match in err
+
+
+def test_unlearn_names_missing_and_directory_data_files(tmp_path, capsys):
+    argv = _unlearn_argv(tmp_path)
+    argv[argv.index("--forget") + 1] = str(tmp_path / "nope.jsonl")
+    assert "nope.jsonl: cannot read" in _one_line_error(capsys, argv)
+    argv = _unlearn_argv(tmp_path, "--format", "corpus")
+    argv[argv.index("--forget") + 1] = str(tmp_path)
+    assert "is a directory" in _one_line_error(capsys, argv)
+
+
+def test_truncated_checkpoint_is_one_line_naming_the_file(micro, tmp_path, capsys):
+    model, tok = micro
+    folder = tmp_path / "ckpt"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    argv = _unlearn_argv(tmp_path)
+    argv[argv.index("--model") + 1] = str(folder)
+    err = _one_line_error(capsys, argv)
+    assert "model.safetensors" in err
+    assert "truncated" in err
+    (folder / "config.json").write_text("{not json")
+    assert "config.json: not valid JSON" in _one_line_error(capsys, argv)
+    err = _one_line_error(capsys, ["demo", "--quick", "--out", str(tmp_path / "o"),
+                                   "--model", str(folder)])  # fmt: skip
+    assert "config.json" in err

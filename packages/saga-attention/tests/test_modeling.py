@@ -4,9 +4,11 @@ from saga_attention import SagaError
 from saga_attention.modeling import (
     SagaConfig,
     SagaForCausalLM,
+    cache_kwargs,
     enable_saga_attention,
     kv_cache_bytes,
     measure_recall,
+    static_cache,
 )
 from transformers import AutoModelForCausalLM, DynamicCache, LlamaConfig, LlamaForCausalLM
 
@@ -100,7 +102,8 @@ def test_recall_probe_sees_every_sparse_call():
     with measure_recall() as probe, torch.no_grad():
         model(torch.randint(3, 40, (1, 64)))
     recalls = probe.recalls()
-    assert recalls.numel() == 2 * 1 * (64 - 6)  # layers * key heads * rows with > N tokens
+    # layers * key heads * rows longer than the exact zone of cap = 4N = 24 tokens
+    assert recalls.numel() == 2 * 1 * (64 - 24)
     assert ((recalls >= 0) & (recalls <= 1)).all()
 
 
@@ -111,3 +114,55 @@ def test_bad_settings_are_one_line_errors():
         enable_saga_attention(_saga(), "sparse", 6)
     with pytest.raises(SagaError, match="saga_top_n"):
         enable_saga_attention(_saga(), "atop", 0)
+
+
+@pytest.mark.parametrize("mode", ["dense", "atop"])
+def test_generate_with_the_static_cache_equals_the_dynamic_cache(mode):
+    model = enable_saga_attention(_saga(), mode, 6)
+    ids = torch.randint(3, 40, (2, 20))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0  # left padding
+    kw = {"attention_mask": mask, "max_new_tokens": 10, "do_sample": False, "pad_token_id": 0}
+    dynamic = model.generate(ids, **kw)
+    static = model.generate(ids, cache_implementation="static", **kw)
+    assert torch.equal(static, dynamic)
+
+
+def test_static_cache_holds_hk_key_and_hv_value_heads():
+    model = _saga()
+    cache = static_cache(model.config, 32)
+    model(torch.randint(3, 40, (1, 9)), **cache_kwargs(model, cache), use_cache=True)
+    assert cache.layers[0].keys.shape == (1, 1, 32, 4)
+    assert cache.layers[0].values.shape == (1, 4, 32, 4)
+    assert int(cache.get_seq_length()) == 9
+
+
+@pytest.mark.gpu
+def test_a_static_cache_decode_step_is_captured_in_a_cuda_graph():
+    """No host sync in the step: the sparse decode of a SAGA model replays as a CUDA graph."""
+    model = enable_saga_attention(_saga().cuda(), "atop", 6)
+    cache = static_cache(model.config, 64)
+    prompt = torch.randint(3, 40, (1, 30), device="cuda")
+    with torch.no_grad():
+        model(prompt, **cache_kwargs(model, cache), use_cache=True)
+        token = torch.tensor([[7]], device="cuda")
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(30)
+        eager = model(token, **cache_kwargs(model, cache), use_cache=True).logits.clone()
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(30)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
+            model(token, **cache_kwargs(model, cache), use_cache=True)
+            for layer in cache.layers:
+                layer.cumulative_length.fill_(30)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = model(token, **cache_kwargs(model, cache), use_cache=True).logits
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(30)
+        graph.replay()
+        torch.cuda.synchronize()
+    torch.testing.assert_close(out, eager, atol=1e-4, rtol=1e-4)

@@ -39,3 +39,28 @@ def test_generation_is_deterministic_by_seed():
 def test_rejects_more_pairs_than_keys():
     with pytest.raises(SagaError, match="num_keys=4 must be >= pairs=5"):
         RecallTask(pairs=5, queries=2, num_keys=4, num_values=4)
+
+
+def test_fillers_make_the_context_long_without_adding_bindings():
+    task = RecallTask(pairs=5, queries=3, num_keys=8, num_values=4, context=60, num_fillers=6)
+    batch = task.generate(20, seed=1)
+    assert batch.input_ids.shape == (20, task.length) == (20, 2 + 60 + 6)
+    assert (batch.input_ids[:, 61] == SEP).all()
+    positions = task.binding_positions(batch)
+    assert positions.shape == (20, 5)
+    first_filler = 3 + 8 + 4 + 8 * 4
+    context = batch.input_ids[:, 1:61]
+    assert ((context >= first_filler) | (context >= first_filler - 32)).all()
+    for row, pos in zip(batch.input_ids, positions, strict=True):
+        bound = {(int(row[p]) - 15) // 4: (int(row[p]) - 15) % 4 for p in pos}
+        assert len(bound) == 5
+        tail = row[62:]
+        for q, a in zip(tail[0::2].tolist(), tail[1::2].tolist(), strict=True):
+            assert bound[q - 3] == a - 3 - 8  # every answer is still the bound value
+        others = set(range(1, 61)) - set(pos.tolist())
+        assert all(int(row[i]) >= first_filler for i in others)
+
+
+def test_rejects_a_context_shorter_than_the_bindings():
+    with pytest.raises(SagaError, match="context=4 must be >= pairs=5"):
+        RecallTask(pairs=5, queries=2, num_keys=8, num_values=4, context=4)

@@ -66,3 +66,33 @@ def test_recall_counts_the_overlap():
     ok = torch.tensor([[True, True, True, False]])
     ref = torch.tensor([[3, 2, 1, 0]])
     assert selection_recall(idx, ok, ref, torch.ones_like(ok)).item() == pytest.approx(0.75)
+
+
+def test_nonzero_and_scatter_compaction_select_the_same_tokens():
+    """The CPU path (nonzero) and the sync-free path (prefix sum + scatter) agree, with and
+    without a mask, including rows whose survivors overflow the buffer."""
+    s = torch.randn(4, 2, 3000)
+    s[0, 0, -400:] += 3.0  # many large recent scores: more survivors than cap
+    valid = torch.rand(4, 2, 3000) > 0.3
+    for mask in (None, valid):
+        a = atop_n(s, 32, mask, compaction="nonzero")
+        b = atop_n(s, 32, mask, compaction="scatter")
+        assert _as_sets(*a) == _as_sets(*b)
+
+
+def test_atop_n_with_a_static_sample_size_matches_the_cpu_path(monkeypatch):
+    """Off the CPU the sampled top-k takes ceil(oversample * N) scores instead of reading the
+    largest k needed from the device; the threshold, and so the selection, is the same."""
+    from saga_attention import selection
+
+    s = torch.randn(3, 5000)
+    valid = torch.ones(3, 5000, dtype=torch.bool)
+    valid[1, :3000] = False
+    ref = atop_n(s, 16, valid)
+    monkeypatch.setattr(selection, "_host_sync_is_free", lambda t: False)
+    assert _as_sets(*atop_n(s, 16, valid)) == _as_sets(*ref)
+
+
+def test_rejects_an_unknown_compaction():
+    with pytest.raises(SagaError, match="compaction"):
+        atop_n(torch.randn(2, 64), 8, compaction="sort")

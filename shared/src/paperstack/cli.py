@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from paperstack import __version__
-from paperstack.contract import ContractCLI, Report, Run
+from paperstack.contract import ContractCLI, Report, Run, positive_int
 from paperstack.errors import PaperstackError
 
 #: The floors of the foundation issue: accuracy the default preset must reach on each task alone.
@@ -28,27 +28,17 @@ FLOORS: dict[str, float] = {"addition": 0.90, "facts": 0.90, "countdown": 0.50}
 cli = ContractCLI("paperstack", "paperstack-core", __version__, __doc__)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default=None, help="tiny preset (default: the default preset)")
     p.add_argument("--tasks", default=",".join(FLOORS), help="comma-separated task names")
-    p.add_argument("--steps", type=_positive, default=None, help="training steps (default: recipe)")
-    p.add_argument("--eval-n", type=_positive, default=None, help="held-out examples per task")
+    p.add_argument("--steps", type=positive_int, default=None, help="training steps (recipe)")
+    p.add_argument("--eval-n", type=positive_int, default=None, help="held-out examples per task")
 
 
 def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default=None)
     p.add_argument("--task", action="append", required=True, help="task name (repeatable)")
-    p.add_argument("--steps", type=_positive, default=None)
+    p.add_argument("--steps", type=positive_int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar or lines")
 

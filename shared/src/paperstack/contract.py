@@ -56,7 +56,12 @@ __all__ = [
     "Run",
     "check_device",
     "check_model",
+    "fraction",
+    "non_negative_int",
     "parse_seeds",
+    "positive_float",
+    "positive_int",
+    "positive_int_list",
 ]
 
 #: What a Hugging Face hub id looks like: ``name`` or ``owner/name``; anything else is a path.
@@ -382,14 +387,63 @@ class ContractCLI:
         return 0
 
 
-def _non_negative(text: str) -> int:
+def _number(text: str, kind: type[int] | type[float]) -> float:
+    import math
+
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        name = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"not {name}: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--steps``, ``--repeats``)."""
+    value = int(_number(text, int))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(_number(text, int))
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (``--lr``, ``--time-limit``)."""
+    value = float(_number(text, float))
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    value = float(_number(text, float))
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def positive_int_list(text: str) -> tuple[int, ...]:
+    """argparse type: a comma-separated list of integers >= 1 (``--contexts 4096,8192``)."""
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"no values in {text!r}")
+    try:
+        return tuple(positive_int(x) for x in parts)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
+_non_negative = non_negative_int
 
 
 def _remove_if_empty(path: Path) -> None:

@@ -516,13 +516,31 @@ def code_digest(files: Sequence[str | os.PathLike[str]] | None = None) -> str:
     return digest.hexdigest()
 
 
+def _task_code(task_objs: Sequence[_tasks.Task]) -> str | None:
+    """Digest of the modules defining tasks that live outside :mod:`paperstack.tasks` (a
+    package's own :class:`~paperstack.tasks.Task` subclass): :func:`code_digest` covers only the
+    core's generators, so without this a changed package task would load a stale model."""
+    import inspect
+
+    files = sorted(
+        {
+            inspect.getfile(type(t))
+            for t in task_objs
+            if not type(t).__module__.startswith("paperstack.tasks")
+        }
+    )
+    return code_digest(files) if files else None
+
+
 def _cache_key(
     preset: str, task_objs: Sequence[_tasks.Task], recipe: Recipe, seed: int
 ) -> dict[str, Any]:
     import tokenizers
     import transformers
 
+    extra = _task_code(task_objs)
     return {
+        **({"task_code": extra} if extra is not None else {}),
         "preset": preset,
         "config": _preset(preset),
         "tasks": [t.config() for t in task_objs],

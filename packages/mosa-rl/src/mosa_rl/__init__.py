@@ -4,8 +4,8 @@ RL fine-tuning sharpens every next-token distribution and so loses the explorati
 pass@K measures in the base model. MOSA holds the policy's *mean order-statistic profile*
 (next-token probabilities sorted by rank, averaged over tokens) close to the base model's
 with a KL, leaving free which token ranks first. The loss is :func:`mosa_loss`; the trl
-trainer is :class:`MOSATrainer` (torch and trl are imported lazily: ``pip install
-'mosa-rl[trl]'``).
+trainer is :class:`MOSATrainer` (torch and trl are imported lazily, so ``import mosa_rl`` and
+``mosa --help`` stay instant).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mosa_rl.errors import MosaError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from mosa_rl.evaluation import pass_at_k

@@ -20,7 +20,6 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from mosa_rl.errors import MosaError
@@ -40,21 +39,74 @@ def _saved_bytes() -> tuple[Any, list[int]]:
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), total
 
 
+#: Model shapes for the step benchmark. ``qwen2.5-0.5b`` is Qwen2.5-0.5B's architecture with
+#: random weights (no download): its 151,936-token vocabulary is where the profile's top-K
+#: over the full head costs what it costs on a real model. The tiny tokenizer still drives
+#: it; sampled ids beyond its 103 characters decode to nothing, which is fine for timing.
+SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2.5-0.5b": {
+        "vocab_size": 151_936,
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 2048,
+        "tie_word_embeddings": True,
+    },
+}
+
+
+def _bench_model(shape: str, tokenizer: Any, seed: int) -> Any:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from paperstack import tiny
+
+    if shape in tiny.PRESETS:
+        return tiny.build_model(shape, tokenizer, seed)
+    if shape not in SHAPES:
+        known = ", ".join([*tiny.PRESETS, *SHAPES])
+        raise MosaError(f"--shape {shape}: unknown; known: {known}")
+    config = Qwen2Config(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **SHAPES[shape],
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model: Any = Qwen2ForCausalLM(config)
+        model = model.to(torch.bfloat16)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
 def step_cost(
-    beta: float, mosa_beta: float, steps: int, seed: int, device: str, quick: bool
-) -> dict[str, float]:
-    """Median step time (s), saved-activation bytes per loss and (CUDA) peak memory."""
+    beta: float,
+    mosa_beta: float,
+    steps: int,
+    seed: int,
+    device: str,
+    quick: bool,
+    shape: str | None = None,
+) -> dict[str, Any]:
+    """Per-step times (s, the warm-up step dropped), saved-activation bytes per loss and (CUDA)
+    peak memory. ``shape``: a tiny preset or a :data:`SHAPES` entry (default: micro with
+    ``quick``, else tiny); the large shapes train in bf16 with the head in fp32."""
     import torch
     from transformers.trainer_callback import PrinterCallback
 
     from mosa_rl.trainer import MOSAConfig, MOSATrainer
     from paperstack import tasks, tiny
 
-    preset = "micro" if quick else "tiny"
+    preset = shape or ("micro" if quick else "tiny")
+    large = preset in SHAPES
     tokenizer = tiny.build_tokenizer()
     task = tasks.get("countdown")
     with tempfile.TemporaryDirectory(prefix="mosa-bench-") as tmp:
-        base = tiny.build_model(preset, tokenizer, seed)
+        base = _bench_model(preset, tokenizer, seed)
         base.save_pretrained(tmp + "/base")
         tokenizer.save_pretrained(tmp + "/base")
         loaded: tuple[Any, Any] = tiny.load(tmp + "/base")
@@ -63,16 +115,17 @@ def step_cost(
         data = task.to_dataset(task.generate(8 * (steps + 1), seed=seed), conversational=True)
         args = MOSAConfig(
             output_dir=tmp + "/out",
-            per_device_train_batch_size=32,
+            per_device_train_batch_size=64 if large else 32,
             num_generations=8,
-            max_completion_length=16,
+            max_completion_length=128 if large else 16,
             max_steps=steps + 1,
-            learning_rate=1e-4,
+            learning_rate=1e-6 if large else 1e-4,
             beta=beta,
             mosa_beta=mosa_beta,
-            mosa_top_k=8,
+            mosa_top_k=32 if large else 8,
             seed=seed,
-            bf16=False,
+            bf16=large,
+            cast_lm_head_to_fp32=large,
             activation_checkpointing=False,
             use_cpu=device == "cpu",
             report_to="none",
@@ -103,9 +156,9 @@ def step_cost(
             torch.cuda.reset_peak_memory_stats(device)
         trainer.train()
         peak = float(torch.cuda.max_memory_allocated(device)) if device.startswith("cuda") else 0.0
-    times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h][1:]
+    times = [float(h["step_time"]) for h in trainer.state.log_history if "step_time" in h][1:]
     return {
-        "step_seconds": statistics.median(times) if times else float("nan"),
+        "step_seconds": times,
         "saved_bytes": float(statistics.median(per_loss[1:] or per_loss)),
         "peak_bytes": peak,
     }
@@ -113,8 +166,9 @@ def step_cost(
 
 def profile_cost(
     k: int, tokens: int, hidden: int, vocab: int, repeats: int, device: str, seed: int
-) -> float:
-    """Seconds for forward+backward of the profile sums over ``tokens`` tokens."""
+) -> list[float]:
+    """Seconds for forward+backward of the profile sums over ``tokens`` tokens, per repeat
+    (``k = 0``: the sampled token's log-probability only, what token-level KL needs)."""
     import torch
 
     from mosa_rl.loss import profile_sums_from_hidden
@@ -125,7 +179,7 @@ def profile_cost(
     seq = torch.arange(tokens, device=device) // 16
     batch = int(seq.max()) + 1
     labels = torch.randint(0, vocab, (tokens,), generator=g).to(device)
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         if device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -138,90 +192,64 @@ def profile_cost(
         out.backward()
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t0)
+        times.append(time.perf_counter() - t0)
         h.grad = w.grad = None
-    return best
+    return times
 
 
 def run_bench(
-    out: Path, seed: int = 0, steps: int = 4, device: str = "cpu", quick: bool = False
-) -> tuple[Path, str]:
-    """Both measurements into ``out/bench.json``; returns its path and a one-line summary."""
-    from mosa_rl import __version__
-    from mosa_rl.demo import _quiet, check_device
-    from paperstack.records import Manifest, Results, Row, write_results
+    seed: int = 0,
+    steps: int = 4,
+    device: str = "cpu",
+    quick: bool = False,
+    shape: str | None = None,
+) -> tuple[list[Any], str, dict[str, Any]]:
+    """Both measurements as rows (ratios), a one-line summary and the config.
 
-    device = check_device(device)
-    _quiet()
+    Step-time ratios pair step ``i`` of one system with step ``i`` of the other (same data and
+    seed); the profile-term ratios pair repeat ``i`` of K with repeat ``i`` of the log-prob head,
+    run back to back, so a slow moment of a shared machine hits both sides of a pair."""
+    from paperstack.records import Row
+
     if steps < 1:
-        raise MosaError(f"steps={steps}: must be >= 1")
+        raise MosaError(f"--steps {steps}: must be >= 1")
     shapes = (
         {"tokens": 256, "hidden": 64, "vocab": 1024}
         if quick
         else {"tokens": 2048, "hidden": 256, "vocab": 32_000}
     )
     ks = (1, 4, 16) if quick else (1, 4, 16, 64)
-    manifest = Manifest.collect(
-        "mosa-rl",
-        __version__,
-        seed=seed,
-        config={
-            "steps": steps,
-            "device": device,
-            "quick": quick,
-            "profile_shapes": shapes,
-            "ks": ks,
-        },
-    )
-    token_kl = step_cost(0.04, 0.0, steps, seed, device, quick)
-    mosa = step_cost(0.0, 1.0, steps, seed, device, quick)
-    both = step_cost(0.04, 1.0, steps, seed, device, quick)
-    rows = [
-        Row(system="grpo-tokenkl", metric="step_time_ratio", value=1.0, n=steps),
-        Row(
-            system="mosa",
-            metric="step_time_ratio",
-            value=mosa["step_seconds"] / token_kl["step_seconds"],
-            n=steps,
-        ),
-        Row(
-            system="mosa+tokenkl",
-            metric="step_time_ratio",
-            value=both["step_seconds"] / token_kl["step_seconds"],
-            n=steps,
-        ),
-        Row(system="grpo-tokenkl", metric="saved_activation_ratio", value=1.0, n=steps),
-        Row(
-            system="mosa",
-            metric="saved_activation_ratio",
-            value=mosa["saved_bytes"] / token_kl["saved_bytes"],
-            n=steps,
-        ),
-        Row(
-            system="mosa+tokenkl",
-            metric="saved_activation_ratio",
-            value=both["saved_bytes"] / token_kl["saved_bytes"],
-            n=steps,
-        ),
-    ]
+    repeats = 3 if quick else 10
+    config = {"steps": steps, "shape": shape, "profile_shapes": shapes, "ks": ks,
+              "repeats": repeats}  # fmt: skip
+    token_kl = step_cost(0.04, 0.0, steps, seed, device, quick, shape)
+    mosa = step_cost(0.0, 1.0, steps, seed, device, quick, shape)
+    both = step_cost(0.04, 1.0, steps, seed, device, quick, shape)
+    rows: list[Row] = []
+
+    def ratio_row(system: str, metric: str, num: list[float], den: list[float]) -> Row:
+        pairs = {f"r{i}": a / b for i, (a, b) in enumerate(zip(num, den, strict=False)) if b > 0}
+        if not pairs:
+            raise MosaError(f"{metric}: nothing measured (steps={steps})")
+        return Row.from_items(system, metric, pairs)
+
+    base_steps = token_kl["step_seconds"]
+    rows.append(ratio_row("mosa", "step_time_ratio", mosa["step_seconds"], base_steps))
+    rows.append(ratio_row("mosa+tokenkl", "step_time_ratio", both["step_seconds"], base_steps))
+    for name, cost in (("mosa", mosa), ("mosa+tokenkl", both)):
+        rows.append(Row(system=name, metric="saved_activation_ratio",
+                        value=cost["saved_bytes"] / token_kl["saved_bytes"], n=1))  # fmt: skip
     if device.startswith("cuda"):
-        rows.append(
-            Row(
-                system="mosa",
-                metric="peak_memory_ratio",
-                value=mosa["peak_bytes"] / token_kl["peak_bytes"],
-                n=steps,
-            )
-        )
-    base = profile_cost(0, repeats=3, device=device, seed=seed, **shapes)
+        rows.append(Row(system="mosa", metric="peak_memory_ratio",
+                        value=mosa["peak_bytes"] / token_kl["peak_bytes"], n=1))  # fmt: skip
     for k in ks:
-        t = profile_cost(k, repeats=3, device=device, seed=seed, **shapes)
-        rows.append(Row(system=f"profile-k{k}", metric="head_time_ratio", value=t / base, n=3))
-    rows.append(Row(system="logprob-head", metric="head_time_ratio", value=1.0, n=3))
-    results = Results(manifest=manifest.finish(), rows=rows, claims=[])
-    path = write_results(out / "bench.json", results)
+        base, term = [], []
+        for _ in range(repeats):  # interleaved: each pair is measured back to back
+            base += profile_cost(0, repeats=1, device=device, seed=seed, **shapes)
+            term += profile_cost(k, repeats=1, device=device, seed=seed, **shapes)
+        rows.append(ratio_row(f"profile-k{k}", "head_time_ratio", term, base))
     summary = (
-        f"MOSA step {rows[1].value:.2f}x token-KL's time, "
-        f"{rows[4].value:.2f}x its saved activations"
+        f"MOSA step {rows[0].value:.2f}x token-KL's time, "
+        f"{rows[2].value:.3f}x its saved activations"
     )
-    return path, summary
+    return rows, summary, config

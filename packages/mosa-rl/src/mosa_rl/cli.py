@@ -1,134 +1,173 @@
 """``mosa``: the command line of mosa-rl.
 
-- ``mosa demo --out DIR``: GRPO on Countdown without KL, with token-level KL (two betas) and
-  with MOSA, 3 seeds; writes ``DIR/results.json``, ``DIR/report.md``, figures and a JSONL
-  log of every run. ``--quick`` is the one-minute smoke version.
-- ``mosa bench --out DIR``: per-step time and memory of MOSA against token-KL GRPO in one
-  run, and the profile term's cost against K, as ratios, in ``DIR/bench.json``.
+- ``mosa demo --out DIR``: GRPO on Countdown without KL, with token-level KL and with MOSA
+  (reverse and forward KL), betas matched by KL to the base on a validation seed, 5 seeds;
+  the premise (GRPO raises pass@1 and collapses pass@64 here) first, then MOSA's claims.
+  Writes ``DIR/results.json``, ``DIR/report.md``, figures and ``DIR/runs.jsonl`` (one line per
+  run; a rerun resumes from it). ``--quick`` is the one-minute smoke version.
+- ``mosa bench --out DIR``: per-step time and saved-activation memory of MOSA against token-KL
+  GRPO in one run, and the profile term's cost against K, as ratios, in ``DIR/bench.json``.
 
-Heavy imports stay inside the commands so that ``--help`` is instant.
+The common flags and flow come from :class:`paperstack.contract.ContractCLI`. Heavy imports
+stay inside the commands so that ``--help`` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from mosa_rl import __version__
 from mosa_rl.errors import MosaError
-from paperstack.errors import cli_guard
+from paperstack.contract import ContractCLI, Report, Run, positive_float, positive_int
 
-PROG = "mosa"
-DIST = "mosa-rl"
+cli = ContractCLI("mosa", "mosa-rl", __version__, __doc__)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--version", action="version", version=f"{DIST} {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    demo = sub.add_parser("demo", help="run the reproduction and write results.json and report.md")
-    demo.add_argument("--out", type=Path, required=True, help="directory for the results")
-    demo.add_argument("--quick", action="store_true", help="smoke run (about a minute, for CI)")
-    demo.add_argument("--seed", type=int, default=0, help="first RL seed (default 0)")
-    demo.add_argument(
-        "--model", default=None, help="base model id or path instead of the tiny SFT model"
-    )
-    demo.add_argument(
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "--dataset",
         type=Path,
         default=None,
         help='JSONL of held-out Countdown problems, one {"numbers": [...], "target": N} a line',
     )
-    demo.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    demo.add_argument("--steps", type=int, default=None, help="GRPO steps per run")
-    demo.add_argument("--mosa-beta", type=float, default=None, help="MOSA weight beta_M")
-    demo.add_argument("--top-k", type=int, default=None, help="MOSA ranks K (plus a tail bucket)")
-    demo.add_argument(
-        "--workers", type=int, default=None, help="parallel runs (default: cores; quick: 1)"
+    p.add_argument("--steps", type=positive_int, default=None, help="GRPO steps per run")
+    p.add_argument(
+        "--token-kl-beta",
+        type=positive_float,
+        default=None,
+        help="token-level KL beta (default: matched KL on the validation seed)",
     )
-    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--mosa-beta",
+        type=positive_float,
+        default=None,
+        help="MOSA weight beta_M, reverse KL (default: matched KL on the validation seed)",
+    )
+    p.add_argument(
+        "--mosa-forward-beta",
+        type=positive_float,
+        default=None,
+        help="MOSA weight beta_M, forward KL (default: matched KL on the validation seed)",
+    )
+    p.add_argument(
+        "--top-k", type=positive_int, default=None, help="MOSA ranks K (plus a tail bucket)"
+    )
+    p.add_argument(
+        "--workers", type=positive_int, default=None, help="parallel runs (default: cores)"
+    )
+    p.add_argument(
+        "--restart", action="store_true", help="ignore DIR/runs.jsonl instead of resuming from it"
+    )
 
-    bench = sub.add_parser("bench", help="time and memory of MOSA against token-KL GRPO")
-    bench.add_argument("--out", type=Path, required=True, help="directory for bench.json")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--steps", type=int, default=4, help="GRPO steps timed per system")
-    bench.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    bench.add_argument("--quick", action="store_true", help="smaller shapes (seconds)")
-    return p
 
+@cli.demo(
+    arguments=_demo_arguments,
+    seeds=5,
+    quick_seeds=1,
+    model="base model id or path instead of the tiny SFT model (it needs a chat template)",
+    devices=("cpu", "cuda"),
+)
+def demo(run: Run) -> Report:
+    """The reproduction (see :mod:`mosa_rl.demo`)."""
+    from mosa_rl.demo import FULL, NOKL, QUICK, run_demo
 
-@cli_guard(PROG)
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "bench":
-        return _bench(args)
-    return _demo(args)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from mosa_rl.demo import FULL, QUICK, run_demo
-    from paperstack.records import prepare_out_dir
-
-    config = QUICK if args.quick else FULL
+    args = run.args
+    config = QUICK if run.quick else FULL
+    changes: dict[str, object] = {}
     if args.steps is not None:
-        if args.steps < 1:
-            raise MosaError(f"--steps {args.steps}: must be >= 1")
-        config = dataclasses.replace(config, grpo_steps=args.steps)
+        changes["grpo_steps"] = args.steps
     if args.top_k is not None:
-        if args.top_k < 1 or args.top_k > 512:
-            raise MosaError(f"--top-k {args.top_k}: must be between 1 and 512")
-        config = dataclasses.replace(config, mosa_top_k=args.top_k)
-    if args.mosa_beta is not None:
-        if not args.mosa_beta > 0:
-            raise MosaError(f"--mosa-beta {args.mosa_beta}: must be > 0")
-        systems = tuple(
-            dataclasses.replace(s, mosa_beta=args.mosa_beta) if s.mosa_beta > 0 else s
-            for s in config.systems
-        )
-        config = dataclasses.replace(config, systems=systems)
-    if args.workers is not None and args.workers < 1:
-        raise MosaError(f"--workers {args.workers}: must be >= 1")
-    workers = args.workers if args.workers is not None else (1 if args.quick else None)
-    if args.dataset is not None and not args.dataset.is_file():
+        changes["mosa_top_k"] = args.top_k
+    for flag in ("token_kl_beta", "mosa_beta", "mosa_forward_beta"):
+        if getattr(args, flag) is not None:
+            changes[flag] = getattr(args, flag)
+    config = dataclasses.replace(config, **changes)  # type: ignore[arg-type]
+    if args.dataset is not None and args.dataset.is_dir():
+        raise MosaError(f"--dataset {args.dataset}: is a directory; name a JSONL file")
+    if args.dataset is not None and not args.dataset.exists():
         raise MosaError(f"--dataset {args.dataset}: no such file")
-    out = prepare_out_dir(args.out)
-    started = time.perf_counter()
-    results = run_demo(
+    workers = args.workers if args.workers is not None else (1 if run.quick else None)
+    out = run_demo(
         config,
-        out,
-        seed=args.seed,
-        model=args.model,
+        run.out,
+        run.seeds,
+        model=run.model,
         dataset=args.dataset,
-        device=args.device,
-        progress=not args.no_progress,
+        device=run.device,
         workers=workers,
+        progress=run.progress if run.show_progress else None,
+        log=run.log,
+        restart=args.restart,
     )
-    for claim in results.claims:
-        print(f"{PROG}: {claim.id}: {'held' if claim.held else 'NOT held'} ({claim.describe()})")
-    held = sum(c.held for c in results.claims)
-    print(
-        f"{PROG}: wrote {out / 'results.json'} and report.md "
-        f"({held}/{len(results.claims)} claims held, {time.perf_counter() - started:.0f}s)"
+    premise = [c for c in out.claims if c.id.startswith("premise_")]
+    absent = [c.id for c in premise if c.verdict != "held"]
+    kmax = max(k for k in config.ks if k <= config.eval_samples)
+    intro = (
+        f"GRPO on Countdown from a diverse SFT base ({config.preset} preset): "
+        f"{config.grpo_steps} steps x {config.prompts_per_step} prompts x "
+        f"{config.num_generations} samples per system and seed, learning rate "
+        f"{config.learning_rate:g}, K = {config.mosa_top_k}; seeds "
+        f"{', '.join(map(str, run.seeds))}; every model sampled {config.eval_samples} times "
+        f"per problem at temperature {config.temperature:g} on the same held-out problems. "
+        f"Rows carry per-seed values (claims: paired Student-t over seeds); the "
+        f"`*-by-problem` rows average seeds per problem. Betas: "
+        + ", ".join(f"{k} {v:g}" for k, v in out.choice.get("betas", {}).items())
+        + (
+            f", matched on validation seed {config.validation_seed} to "
+            f"{config.kl_fraction:g}x the no-KL run's token KL to the base "
+            f"({out.choice['nokl_kl']:.4g} nats; target {out.choice['target_kl']:.4g}); "
+            "the grid is in the `validation` rows, never a result."
+            if "target_kl" in out.choice
+            else " (fixed, no validation grid)."
+        )
+        + f" Wall time {out.seconds:.0f} s on {run.device}."
     )
-    return 0
+    if absent:
+        intro += (
+            f"\n\n**The premise did not hold** ({', '.join(absent)}): on this run GRPO without "
+            f"KL did not both raise pass@1 and lower pass@{kmax} against the base over the "
+            "seeds, so there is no collapse for a regulariser to prevent and MOSA's claims "
+            "below cannot show the paper's effect, whatever their verdicts."
+        )
+    if run.quick:
+        intro += "\n\nQuick mode: micro model, two steps, one seed: the numbers mean nothing."
+    config_out = dataclasses.asdict(config)
+    config_out.update(choice=out.choice, control=NOKL)
+    return Report(
+        out.rows,
+        out.claims,
+        title=f"mosa-rl {__version__}: demo",
+        intro=intro,
+        figures=out.figures,
+        config=config_out,
+    )
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=positive_int, default=4, help="GRPO steps timed per system")
+    p.add_argument(
+        "--shape",
+        default=None,
+        help="model for the step timing: a tiny preset (default tiny; micro with --quick) or "
+        "qwen2.5-0.5b (random weights, bf16, 151,936-token vocabulary: for a GPU)",
+    )
+
+
+@cli.bench(arguments=_bench_arguments, devices=("cpu", "cuda"))
+def bench(run: Run) -> Report:
+    """MOSA against token-KL GRPO: step time, saved activations, the profile term vs K."""
     from mosa_rl.bench import run_bench
-    from paperstack.records import prepare_out_dir
 
-    if args.steps < 1:
-        raise MosaError(f"--steps {args.steps}: must be >= 1")
-    out = prepare_out_dir(args.out)
-    path, summary = run_bench(
-        out, seed=args.seed, steps=args.steps, device=args.device, quick=args.quick
-    )
-    print(f"{PROG}: wrote {path} ({summary})")
-    return 0
+    rows, summary, config = run_bench(
+        seed=run.seed, steps=run.args.steps, device=run.device, quick=run.quick,
+        shape=run.args.shape,
+    )  # fmt: skip
+    return Report(rows, summary=summary, config=config, title=f"mosa-rl {__version__}: bench")
+
+
+main = cli.main
 
 
 if __name__ == "__main__":

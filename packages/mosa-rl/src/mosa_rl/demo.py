@@ -1,22 +1,44 @@
-"""The reproduction: GRPO on Countdown without KL, with token-level KL (two betas), and with
-MOSA, from one diverse SFT base, 3 seeds, every model evaluated on the same held-out problems.
+"""The reproduction: does MOSA keep pass@k where GRPO collapses it, better than token-level KL?
 
-The base is ``paperstack.tiny.pretrained("tiny", ("countdown",))``: the core's 1.29M-parameter
+One diverse SFT base (``paperstack.tiny.pretrained("tiny", ("countdown",))``: the core's
 character-level model trained with ``Countdown(solution_choice="random")`` gold answers, so it
-learned the whole solution set of each instance (measured while building this: 2.6 distinct
-correct solutions per held-out problem among 16 samples at temperature 1, pass@1 0.44 against
-pass@16 0.91 on 128 problems; the instances have 4.1 solutions on average). Every trained system
-runs through :class:`~mosa_rl.trainer.MOSATrainer` (``mosa_beta = 0`` is plain trl GRPO), with
-the same rollouts budget, learning rate and seeds; only the regulariser differs.
+learned the whole solution set of each instance) is fine-tuned with GRPO on Countdown by five
+trained systems that differ only in the regulariser: none, token-level k3 KL (trl's ``beta``),
+and MOSA with the reverse ``KL(P̄ ‖ Q̄)`` and the forward ``KL(Q̄ ‖ P̄)``. Every system runs through
+:class:`~mosa_rl.trainer.MOSATrainer` (``mosa_beta = 0`` is plain trl GRPO) with the same
+rollouts, learning rate and seeds.
+
+The design, fixed before any claim was computed:
+
+1. **Premise first.** GRPO without KL must raise pass@1 and lower pass@64 against the base, over
+   the seeds; both are claims of their own, before the method's. Without that collapse there is
+   nothing for a regulariser to fix, and the report says so.
+2. **Matched KL.** Token-KL's ``beta`` and MOSA's ``beta_M`` (per direction) are chosen on a
+   validation seed and validation problems that are never reported as results: each method runs
+   a small grid, and the value whose token ``KL(π ‖ π_base)`` on its own samples is closest (in
+   log) to ``kl_fraction`` of the no-KL run's is taken. The regularisers are then compared at
+   the same distance from the base, not at betas picked by their claims. The whole grid is in
+   the results (split ``validation``).
+3. **Paired over seeds.** Five RL seeds; every system is sampled ``eval_samples`` times on the
+   same held-out problems. Rows carry per-seed values (claims are paired Student-t over seeds);
+   the pass@k rows are repeated per problem (means over seeds) for a reader who wants to see
+   which problems move.
+
+Runs are independent, so they run in worker processes (one thread each); each finished run is
+one line of ``runs.jsonl`` and a rerun of the same configuration resumes from it (a run that
+was not finished is done again, a stale line from another configuration is dropped).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import math
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +46,28 @@ import numpy as np
 
 from mosa_rl.errors import MosaError
 
-__all__ = ["FULL", "QUICK", "DemoConfig", "System", "build_claims", "rows_for", "run_system"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "DemoConfig",
+    "Job",
+    "System",
+    "build_claims",
+    "choose_beta",
+    "rows_for",
+    "run_demo",
+    "run_system",
+]
 
 
 @dataclass(frozen=True)
 class System:
-    """One trained system: trl's token-level ``beta`` and MOSA's ``mosa_beta``."""
+    """One trained system: trl's token-level ``beta``, MOSA's ``mosa_beta`` and direction."""
 
     name: str
     beta: float = 0.0
     mosa_beta: float = 0.0
+    mosa_kl: str = "reverse"
 
 
 @dataclass(frozen=True)
@@ -47,38 +81,74 @@ class DemoConfig:
     prompts_per_step: int = 4
     num_generations: int = 8
     max_completion_length: int = 24
+    #: Chosen on the validation seed (pilot, no-KL GRPO, 32 validation problems x 32 samples;
+    #: base pass@1 0.547, pass@32 1.0): 1e-3 broke the model (pass@1 0.20); 3e-4 for 60 steps
+    #: lowered pass@32 to 0.91 with pass@1 0.50; 1e-4 barely moved it (KL to base 0.013).
+    #: No rate raised pass@1 on that seed; 3e-4 is the one that shows the collapse.
     learning_rate: float = 3e-4
     temperature: float = 1.0
+    #: K ranks plus the tail: a 103-token character vocabulary, where the base's top-8 hold all
+    #: but ~1e-3 of the mass (a real 150k vocabulary would take the paper's 16-64).
     mosa_top_k: int = 8
-    seeds: tuple[int, ...] = (0, 1, 2)
-    eval_problems: int = 96
-    eval_samples: int = 16
-    ks: tuple[int, ...] = (1, 2, 4, 8, 16)
-    systems: tuple[System, ...] = (
-        System("grpo-nokl"),
-        System("grpo-tokenkl-0.01", beta=0.01),
-        System("grpo-tokenkl-0.04", beta=0.04),
-        System("mosa", mosa_beta=1.0),
-    )
+    eval_problems: int = 32
+    eval_samples: int = 64
+    ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    #: Grids for the matched-KL choice on the validation seed (geometric, wide on purpose: the
+    #: profile KL is orders of magnitude smaller than the token KL, so beta_M must be large).
+    token_kl_grid: tuple[float, ...] = (0.05, 0.3)
+    mosa_grid: tuple[float, ...] = (30.0, 300.0, 3000.0)
+    #: Target distance from the base: this fraction of the no-KL run's token KL to the base.
+    kl_fraction: float = 0.5
+    validation_seed: int = 100
+    validation_problems: int = 16
+    validation_samples: int = 16
+    #: When set, these skip the validation grid for that method (e.g. from the command line).
+    token_kl_beta: float | None = None
+    mosa_beta: float | None = None
+    mosa_forward_beta: float | None = None
 
 
 FULL = DemoConfig()
-#: The one-minute smoke run: the micro preset SFT'd for a few dozen steps (trained in
-#: seconds if not cached), two GRPO steps per system, one seed, few problems. It exercises
-#: the whole pipeline; its numbers mean nothing.
+#: The one-minute smoke run: the micro preset SFT'd for a few dozen steps (trained in seconds
+#: if not cached), two GRPO steps per system, one seed, few problems, fixed betas (no
+#: validation grid). It exercises the whole pipeline; its numbers mean nothing.
 QUICK = DemoConfig(
     preset="micro",
     sft_steps=30,
     grpo_steps=2,
-    prompts_per_step=4,
+    prompts_per_step=2,
     num_generations=4,
-    max_completion_length=16,
-    seeds=(0,),
-    eval_problems=8,
-    eval_samples=16,
+    max_completion_length=12,
+    eval_problems=6,
+    eval_samples=8,
+    ks=(1, 2, 4, 8),
+    token_kl_beta=0.04,
+    mosa_beta=30.0,
+    mosa_forward_beta=30.0,
 )
 
 EVAL_SEED = 1234  # the held-out problems: the same for every system and seed
+VALIDATION_PROBLEM_SEED = 4321  # validation problems (training split), never reported as results
+
+NOKL, TOKENKL, MOSA, MOSA_FORWARD = "grpo-nokl", "grpo-tokenkl", "mosa", "mosa-forward"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: evaluate the base (``system`` None) or train one system and evaluate it,
+    on the held-out problems (``stage="test"``) or the validation problems."""
+
+    stage: str
+    seed: int
+    system: System | None = None
+
+    @property
+    def id(self) -> str:
+        name = "base" if self.system is None else self.system.name
+        return f"{self.stage}/{name}/{self.seed}"
+
+
+# ----------------------------------------------------------------------------- one run
 
 
 def base_model_path(config: DemoConfig, progress: bool) -> Path:
@@ -89,6 +159,21 @@ def base_model_path(config: DemoConfig, progress: bool) -> Path:
     if not path.exists():
         tiny.pretrained(config.preset, ("countdown",), config.sft_steps, progress=progress)
     return path
+
+
+def load_base(base: str | Path) -> tuple[Any, Any]:
+    """The base model and tokenizer; a bad local folder is one line naming the file."""
+    from paperstack import tiny
+    from paperstack.checkpoint import check_model_dir
+
+    if Path(base).expanduser().exists():
+        check_model_dir(base)
+    try:
+        loaded: tuple[Any, Any] = tiny.load(base)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MosaError(f"--model {base}: cannot load ({first})") from None
+    return loaded
 
 
 def _grpo_args(config: DemoConfig, system: System, seed: int, out: str, device: str) -> Any:
@@ -106,6 +191,7 @@ def _grpo_args(config: DemoConfig, system: System, seed: int, out: str, device: 
         max_steps=config.grpo_steps,
         beta=system.beta,
         mosa_beta=system.mosa_beta,
+        mosa_kl=system.mosa_kl,
         mosa_top_k=config.mosa_top_k,
         loss_type="dapo",
         seed=seed,
@@ -114,7 +200,7 @@ def _grpo_args(config: DemoConfig, system: System, seed: int, out: str, device: 
         activation_checkpointing=False,
         use_cpu=device == "cpu",
         report_to="none",
-        logging_steps=max(1, config.grpo_steps // 10),
+        logging_steps=max(1, config.grpo_steps // 12),
         save_strategy="no",
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -122,11 +208,7 @@ def _grpo_args(config: DemoConfig, system: System, seed: int, out: str, device: 
 
 
 def run_system(
-    config: DemoConfig,
-    system: System,
-    seed: int,
-    base: str | Path,
-    device: str = "cpu",
+    config: DemoConfig, system: System, seed: int, base: str | Path, device: str = "cpu"
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Train one system from the base with one seed; returns (model, tokenizer, log).
 
@@ -134,10 +216,9 @@ def run_system(
     from transformers.trainer_callback import PrinterCallback
 
     from mosa_rl.trainer import MOSATrainer
-    from paperstack import tasks, tiny
+    from paperstack import tasks
 
-    loaded: tuple[Any, Any] = tiny.load(base)
-    model, tokenizer = loaded
+    model, tokenizer = load_base(base)
     model.to(device)
     task = tasks.get("countdown")
     n_prompts = config.grpo_steps * config.prompts_per_step
@@ -146,13 +227,9 @@ def run_system(
     with tempfile.TemporaryDirectory(prefix="mosa-run-") as out:
         args = _grpo_args(config, system, seed, out, device)
         trainer = MOSATrainer(
-            model,
-            task.reward_function(),
-            args,
-            train_dataset=dataset,
-            processing_class=tokenizer,
+            model, task.reward_function(), args, train_dataset=dataset, processing_class=tokenizer
         )
-        trainer.remove_callback(PrinterCallback)  # the demo has its own progress bar
+        trainer.remove_callback(PrinterCallback)  # the demo has its own progress
         started, cpu = time.perf_counter(), time.process_time()
         trainer.train()
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -163,224 +240,348 @@ def run_system(
     return trained, tokenizer, log
 
 
-def eval_problems(config: DemoConfig) -> list[Any]:
-    """The held-out problems every model is scored on (fixed, whatever the seed)."""
-    from paperstack import tasks
-
-    return tasks.get("countdown").generate(config.eval_problems, seed=EVAL_SEED, split="test")
-
-
-def evaluate_model(
-    model: Any, tokenizer: Any, config: DemoConfig, seed: int, examples: Sequence[Any]
-) -> dict[str, Any]:
-    """Per-model scalars: pass@k for every k, distinct correct, top-1 mass, entropy, profile."""
-    from mosa_rl.evaluation import sample_and_score
+def problems(config: DemoConfig, stage: str) -> list[Any]:
+    """The problems a stage is scored on: held-out (test split) or validation (train split)."""
     from paperstack import tasks
 
     task = tasks.get("countdown")
+    if stage == "validation":
+        n = config.validation_problems
+        return task.generate(n, seed=VALIDATION_PROBLEM_SEED, split="train")
+    return task.generate(config.eval_problems, seed=EVAL_SEED, split="test")
+
+
+def _job(payload: dict[str, Any], job: Job) -> dict[str, Any]:
+    """Run one job in a worker: train (unless base) and evaluate; return its log record."""
+    from mosa_rl.evaluation import sample_and_score
+    from paperstack import tasks
+
+    config: DemoConfig = payload["config"]
+    device = payload["device"]
+    examples = payload["examples"][job.stage]
+    samples = config.validation_samples if job.stage == "validation" else config.eval_samples
+    base, tokenizer = load_base(payload["base"])
+    base.to(device)
+    record: dict[str, Any] = {"job": job.id, "fingerprint": payload["fingerprint"]}
+    if job.system is None:
+        model = base
+        reference = None
+    else:
+        model, tokenizer, log = run_system(config, job.system, job.seed, payload["base"], device)
+        reference = base
+        record["train_seconds"] = log["seconds"]
+        record["train_cpu_seconds"] = log["cpu_seconds"]
+        record["rewards"] = [float(h["reward"]) for h in log["history"]]
+        record["mosa_kl_train"] = [float(h["mosa/kl"]) for h in log["history"] if "mosa/kl" in h]
     ev = sample_and_score(
         model,
         tokenizer,
-        task,
+        tasks.get("countdown"),
         examples,
-        n=config.eval_samples,
+        n=samples,
         max_new_tokens=config.max_completion_length,
         temperature=config.temperature,
-        seed=10_000 + seed,
+        seed=10_000 + job.seed,
         top_k=config.mosa_top_k,
+        base=reference,
     )
-    out: dict[str, float | list[float]] = {
-        f"pass@{k}": float(ev.pass_at(k).mean()) for k in config.ks if k <= config.eval_samples
-    }
-    out["distinct_correct"] = float(ev.distinct.mean())
-    out["top1_mass"] = ev.top1
-    out["token_entropy"] = ev.entropy
-    out["profile"] = ev.profile
+    record.update(
+        correct=[int(c) for c in ev.correct.sum(1)],
+        samples=samples,
+        distinct=[int(d) for d in ev.distinct],
+        top1_mass=ev.top1,
+        token_entropy=ev.entropy,
+        kl_to_base=0.0 if ev.kl_to_base is None else ev.kl_to_base,
+        profile=ev.profile,
+    )
+    return record
+
+
+# ----------------------------------------------------------------------------- choosing betas
+
+
+def choose_beta(grid_kl: dict[float, float], target: float) -> float:
+    """The beta whose measured KL to the base is closest to ``target`` in log space.
+
+    Closeness in log because KL spans orders of magnitude across a geometric grid; ties go to
+    the smaller beta (the lighter regulariser)."""
+    if not grid_kl:
+        raise MosaError("validation grid: no runs to choose a beta from")
+    floor = 1e-12
+    return min(
+        sorted(grid_kl),
+        key=lambda b: abs(math.log(max(grid_kl[b], floor)) - math.log(max(target, floor))),
+    )
+
+
+def _grid_systems(config: DemoConfig) -> list[System]:
+    out = []
+    if config.token_kl_beta is None:
+        out += [System(f"{TOKENKL}-{b:g}", beta=b) for b in config.token_kl_grid]
+    if config.mosa_beta is None:
+        out += [System(f"{MOSA}-{b:g}", mosa_beta=b) for b in config.mosa_grid]
+    if config.mosa_forward_beta is None:
+        out += [
+            System(f"{MOSA_FORWARD}-{b:g}", mosa_beta=b, mosa_kl="forward")
+            for b in config.mosa_grid
+        ]
     return out
 
 
-METRICS = ("distinct_correct", "top1_mass", "token_entropy", "train_seconds", "train_cpu_seconds")
+def chosen_systems(
+    config: DemoConfig, validation: dict[str, dict[str, Any]]
+) -> tuple[list[System], dict[str, Any]]:
+    """The five systems of the test stage, betas fixed or matched on the validation records."""
+    choice: dict[str, Any] = {}
+    betas: dict[str, float | None] = {
+        TOKENKL: config.token_kl_beta,
+        MOSA: config.mosa_beta,
+        MOSA_FORWARD: config.mosa_forward_beta,
+    }
+    if any(b is None for b in betas.values()):
+        nokl = validation[f"validation/{NOKL}/{config.validation_seed}"]["kl_to_base"]
+        target = config.kl_fraction * nokl
+        choice.update(nokl_kl=nokl, target_kl=target)
+        grids = {TOKENKL: config.token_kl_grid, MOSA: config.mosa_grid,
+                 MOSA_FORWARD: config.mosa_grid}  # fmt: skip
+        for method, beta in betas.items():
+            if beta is not None:
+                continue
+            measured = {
+                b: validation[f"validation/{method}-{b:g}/{config.validation_seed}"]["kl_to_base"]
+                for b in grids[method]
+            }
+            betas[method] = choose_beta(measured, target)
+            choice[method] = {"grid_kl": {f"{b:g}": v for b, v in measured.items()},
+                              "beta": betas[method]}  # fmt: skip
+    systems = [
+        System(NOKL),
+        System(TOKENKL, beta=float(betas[TOKENKL] or 0.0)),
+        System(MOSA, mosa_beta=float(betas[MOSA] or 0.0)),
+        System(MOSA_FORWARD, mosa_beta=float(betas[MOSA_FORWARD] or 0.0), mosa_kl="forward"),
+    ]
+    choice["betas"] = {s.name: (s.beta or s.mosa_beta) for s in systems[1:]}
+    return systems, choice
+
+
+# ----------------------------------------------------------------------------- rows and claims
+
+
+def _metrics(record: dict[str, Any], ks: Sequence[int]) -> dict[str, float]:
+    from mosa_rl.evaluation import pass_at_k
+
+    n = int(record["samples"])
+    correct = np.asarray(record["correct"])
+    out = {f"pass@{k}": float(pass_at_k(n, correct, k).mean()) for k in ks if k <= n}
+    out["distinct_correct"] = float(np.mean(record["distinct"]))
+    out["top1_mass"] = float(record["top1_mass"])
+    out["token_entropy"] = float(record["token_entropy"])
+    out["kl_to_base"] = float(record["kl_to_base"])
+    return out
+
+
+def passk_curve(record: dict[str, Any]) -> np.ndarray:
+    """pass@k for k = 1..n (mean over problems) of one record."""
+    from mosa_rl.evaluation import pass_at_k
+
+    n = int(record["samples"])
+    correct = np.asarray(record["correct"])
+    return np.array([pass_at_k(n, correct, k).mean() for k in range(1, n + 1)])
 
 
 def rows_for(
-    per_system: dict[str, list[dict[str, Any]]], config: DemoConfig, split: str = "test"
+    records: Sequence[dict[str, Any]], config: DemoConfig, split: str = "test"
 ) -> list[Any]:
-    """Rows: each metric's mean over seeds with a Student-t 95% interval (n = seeds)."""
+    """Rows of the test stage: per-seed values of every metric (paired over seeds), per-problem
+    pass@1 and pass@kmax (means over seeds, for pairing over problems), and training time."""
+    from mosa_rl.evaluation import pass_at_k
     from paperstack.records import Row
-    from paperstack.stats import mean_ci
 
-    rows = []
-    for system, runs in per_system.items():
-        names = [f"pass@{k}" for k in config.ks if k <= config.eval_samples] + list(METRICS)
+    by_system: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_system.setdefault(r["system"], []).append(r)
+    rows: list[Row] = []
+    ks = [k for k in config.ks if k <= config.eval_samples]
+    names = [f"pass@{k}" for k in ks] + [
+        "distinct_correct",
+        "top1_mass",
+        "token_entropy",
+        "kl_to_base",
+    ]
+    for system, runs in by_system.items():
+        per_seed = {int(r["seed"]): _metrics(r, ks) for r in runs}
         for metric in names:
-            values = [float(r[metric]) for r in runs if metric in r]
-            if not values:
-                continue
-            mean, ci = mean_ci(values)
-            timing = metric.startswith("train_")
-            unit = "s" if timing else None
             rows.append(
-                Row(
-                    system=system,
-                    metric=metric,
-                    value=mean,
-                    ci95=ci,
-                    n=len(values),
-                    split=None if timing else split,
-                    unit=unit,
+                Row.from_seeds(
+                    system, metric, {s: m[metric] for s, m in per_seed.items()}, split=split
                 )
             )
+        for k in (ks[0], ks[-1]):
+            per_problem = np.mean(
+                [pass_at_k(int(r["samples"]), np.asarray(r["correct"]), k) for r in runs], axis=0
+            )
+            rows.append(
+                Row.from_items(
+                    system,
+                    f"pass@{k}",
+                    {f"p{i}": float(v) for i, v in enumerate(per_problem)},
+                    split=f"{split}-by-problem",
+                )
+            )
+        if all("train_seconds" in r for r in runs):
+            for metric in ("train_seconds", "train_cpu_seconds"):
+                rows.append(
+                    Row.from_seeds(
+                        system,
+                        metric,
+                        {int(r["seed"]): float(r[metric]) for r in runs},
+                        unit="s",
+                    )
+                )
     return rows
 
 
-def _strongest(
-    rows: Sequence[Any], systems: Sequence[str], metric: str, best: Callable[..., Any]
-) -> str:
-    """The baseline with the best value of ``metric`` (the hardest one to beat)."""
-    table = {r.system: r.value for r in rows if r.metric == metric}
-    return str(best(systems, key=lambda s: table[s]))
+def validation_rows(records: Sequence[dict[str, Any]]) -> list[Any]:
+    """The matched-KL grid as rows (one validation seed each: no intervals, no claims)."""
+    from paperstack.records import Row
+
+    rows = []
+    for r in records:
+        values = {
+            "kl_to_base": float(r["kl_to_base"]),
+            "pass@1": float(np.mean(r["correct"])) / int(r["samples"]),
+        }
+        for metric, value in values.items():
+            rows.append(Row(system=r["system"], metric=metric, value=value, n=1,
+                            split="validation"))  # fmt: skip
+    return rows
 
 
-def build_claims(
-    rows: Sequence[Any], config: DemoConfig, k: int = 16, split: str = "test"
-) -> list[Any]:
-    """The issue's four claims, each against the strongest baseline on its metric."""
-    from paperstack.records import Claim
+def build_claims(rows: Sequence[Any], config: DemoConfig, split: str = "test") -> list[Any]:
+    """The premise (two claims), then MOSA's claims, each against the control that isolates it."""
+    from paperstack.records import Claim, Op
 
-    names = [s.name for s in config.systems]
-    mosa = next(s.name for s in config.systems if s.mosa_beta > 0)
-    nokl = next(s.name for s in config.systems if s.beta == 0 and s.mosa_beta == 0)
-    tokenkl = [s.name for s in config.systems if s.beta > 0 and s.mosa_beta == 0]
-    baselines = [n for n in names if n != mosa]
-    k = min(k, config.eval_samples)
-    passk = f"pass@{k}"
-    best_kl_passk = _strongest(rows, tokenkl, passk, max)
-    best_kl_pass1 = _strongest(rows, tokenkl, "pass@1", max)
-    flattest = _strongest(rows, baselines, "top1_mass", min)
+    kmax = max(k for k in config.ks if k <= config.eval_samples)
+    passk = f"pass@{kmax}"
+
+    def key(system: str, metric: str) -> tuple[str, str, str]:
+        return (system, metric, split)
+
+    spec: list[tuple[str, str, tuple[str, str, str], Op, tuple[str, str, str], float]] = [
+        ("premise_grpo_raises_pass1",
+         "premise: GRPO without KL raises pass@1 above the base's (RL works here)",
+         key(NOKL, "pass@1"), "gt", key("base", "pass@1"), 0.0),
+        ("premise_grpo_collapses_passk",
+         f"premise: GRPO without KL lowers {passk} below the base's (the collapse MOSA targets)",
+         key(NOKL, passk), "lt", key("base", passk), 0.0),
+        ("mosa_passk_beats_tokenkl",
+         f"MOSA (reverse KL) keeps a higher {passk} than token-level KL at matched KL to the base",
+         key(MOSA, passk), "gt", key(TOKENKL, passk), 0.0),
+        ("mosa_passk_beats_nokl",
+         f"MOSA (reverse KL) keeps a higher {passk} than GRPO without KL",
+         key(MOSA, passk), "gt", key(NOKL, passk), 0.0),
+        ("mosa_pass1_not_worse",
+         "MOSA's pass@1 is no more than 0.02 below token-level KL's",
+         key(MOSA, "pass@1"), "ge", key(TOKENKL, "pass@1"), -0.02),
+        ("mosa_more_distinct_solutions",
+         "MOSA finds more distinct correct solutions per problem than token-level KL",
+         key(MOSA, "distinct_correct"), "gt", key(TOKENKL, "distinct_correct"), 0.0),
+        ("mosa_flatter_top1",
+         "MOSA's mean top-1 probability is lower than token-level KL's (the profile is held)",
+         key(MOSA, "top1_mass"), "lt", key(TOKENKL, "top1_mass"), 0.0),
+        ("mosa_forward_passk_beats_tokenkl",
+         f"MOSA with the forward KL(Q̄‖P̄) keeps a higher {passk} than token-level KL",
+         key(MOSA_FORWARD, passk), "gt", key(TOKENKL, passk), 0.0),
+    ]  # fmt: skip
     return [
-        Claim.compare(
-            "mosa_passk_beats_tokenkl",
-            f"MOSA's {passk} is higher than token-level KL's (the better of the two betas).",
-            rows,
-            (mosa, passk, split),
-            "gt",
-            (best_kl_passk, passk, split),
-        ),
-        Claim.compare(
-            "mosa_passk_beats_nokl",
-            f"MOSA's {passk} is higher than GRPO without KL.",
-            rows,
-            (mosa, passk, split),
-            "gt",
-            (nokl, passk, split),
-        ),
-        Claim.compare(
-            "mosa_pass1_not_worse",
-            "MOSA's pass@1 is no more than 2 points below token-level KL's (the better beta).",
-            rows,
-            (mosa, "pass@1", split),
-            "ge",
-            (best_kl_pass1, "pass@1", split),
-            margin=-0.02,
-        ),
-        Claim.compare(
-            "mosa_flatter_top1",
-            "MOSA's mean top-1 probability mass is lower than every trained baseline's "
-            "(compared with the flattest of them).",
-            rows,
-            (mosa, "top1_mass", split),
-            "lt",
-            (flattest, "top1_mass", split),
-        ),
+        Claim.compare(cid, statement, rows, lhs, op, rhs, margin)
+        for cid, statement, lhs, op, rhs, margin in spec
     ]
 
 
-def config_dict(config: DemoConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+# ----------------------------------------------------------------------------- figures
 
 
-def check_device(device: str) -> str:
-    """``cpu`` or an available CUDA device, else a one-line error."""
-    import torch
+def _figure(draw: Callable[[Any], None], path: Path) -> Path:
+    import io
 
-    if device == "cpu":
-        return device
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise MosaError(f"--device {device}: CUDA is not available on this machine")
-        return device
-    raise MosaError(f"--device {device}: use 'cpu' or 'cuda[:N]'")
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from paperstack.records import atomic_write
+
+    fig, ax = plt.subplots(figsize=(5.4, 3.4), dpi=120)
+    draw(ax)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return atomic_write(path, buf.getvalue())
+
+
+def passk_figure(curves: dict[str, np.ndarray], path: Path) -> Path:
+    """pass@k for k = 1..n per system (mean over seeds), log-k axis."""
+
+    def draw(ax: Any) -> None:
+        for name, curve in curves.items():
+            ax.plot(np.arange(1, len(curve) + 1), curve, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_ylabel("pass@k (held out, mean over seeds)")
+        ax.legend(fontsize=7)
+
+    return _figure(draw, path)
 
 
 def profile_figure(profiles: dict[str, list[float]], path: Path) -> Path:
     """Mean order-statistic profile per system (log scale): where the mass sits by rank."""
-    import io
 
-    import matplotlib
+    def draw(ax: Any) -> None:
+        for name, prof in profiles.items():
+            ranks = np.arange(1, len(prof) + 1)
+            ax.semilogy(ranks, np.maximum(prof, 1e-8), marker="o", label=name)
+        ax.set_xlabel("rank r (last = tail bucket)")
+        ax.set_ylabel("mean P(r) on own samples")
+        ax.legend(fontsize=7)
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from paperstack.records import atomic_write
-
-    fig, ax = plt.subplots(figsize=(5.0, 3.2), dpi=120)
-    for name, prof in profiles.items():
-        ranks = np.arange(1, len(prof) + 1)
-        ax.semilogy(ranks, np.maximum(prof, 1e-8), marker="o", label=name)
-    ax.set_xlabel("rank r (last = tail bucket)")
-    ax.set_ylabel("mean P(r) on own samples")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return atomic_write(path, buf.getvalue())
+    return _figure(draw, path)
 
 
-def passk_figure(rows: Sequence[Any], config: DemoConfig, path: Path) -> Path:
-    """pass@k against k per system, with the seed intervals."""
-    import io
+def reward_figure(curves: dict[str, list[list[float]]], path: Path) -> Path:
+    """Training reward per logging step (mean over seeds) per trained system."""
 
-    import matplotlib
+    def draw(ax: Any) -> None:
+        for name, runs in curves.items():
+            length = min(len(r) for r in runs)
+            if length:
+                ax.plot(np.mean([r[:length] for r in runs], axis=0), label=name)
+        ax.set_xlabel("logging step")
+        ax.set_ylabel("mean reward (training)")
+        ax.legend(fontsize=7)
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    return _figure(draw, path)
 
-    from paperstack.records import atomic_write
 
-    ks = [k for k in config.ks if k <= config.eval_samples]
-    fig, ax = plt.subplots(figsize=(5.0, 3.2), dpi=120)
-    systems = list(dict.fromkeys(r.system for r in rows))
-    for name in systems:
-        vals = {r.metric: r for r in rows if r.system == name}
-        if f"pass@{ks[0]}" not in vals:
-            continue
-        y = [vals[f"pass@{k}"].value for k in ks]
-        ax.plot(ks, y, marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("k")
-    ax.set_ylabel("pass@k (held out)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return atomic_write(path, buf.getvalue())
+# ----------------------------------------------------------------------------- input files
 
 
 def load_problems(path: Path) -> list[Any]:
     """Countdown problems from a JSONL file, one ``{"numbers": [...], "target": N}`` a line."""
-    import json
-
     from paperstack import tasks
     from paperstack.tasks import TaskError
 
     task = tasks.get("countdown")
+    if path.is_dir():
+        raise MosaError(f"--dataset {path}: is a directory; name a JSONL file")
     try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise MosaError(f"--dataset {path}: cannot read ({exc.strerror or exc})") from None
-    problems = []
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise MosaError(f"--dataset {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MosaError(f"--dataset {path}: cannot read ({exc})") from None
+    out = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -393,12 +594,15 @@ def load_problems(path: Path) -> list[Any]:
                 f'--dataset {path}:{i}: expected {{"numbers": [...], "target": N}} ({exc})'
             ) from None
         try:
-            problems.append(task.make(numbers, target))  # type: ignore[attr-defined]
+            out.append(task.make(numbers, target))  # type: ignore[attr-defined]
         except TaskError as exc:
             raise MosaError(f"--dataset {path}:{i}: {exc}") from None
-    if not problems:
+    if not out:
         raise MosaError(f"--dataset {path}: no problems in the file")
-    return problems
+    return out
+
+
+# ----------------------------------------------------------------------------- running
 
 
 def _cores() -> int:
@@ -410,173 +614,260 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _quiet() -> None:
-    """Library chatter off: the demo prints its own progress and summary."""
-    import warnings
-
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning, module="trl")
-
-
 def _worker_init() -> None:
     """One thread per worker: the workers already fill the cores, and more threads than free
     cores make OpenMP spin (the core's measurement: 3x slower)."""
+    import warnings
+
     import torch
 
+    from paperstack.progress import quiet_libraries
+
     torch.set_num_threads(1)
-    _quiet()
+    quiet_libraries()
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
 
 
-def _job(payload: dict[str, Any], system: System | None, seed: int) -> dict[str, Any]:
-    """One unit of the demo: evaluate the base (``system`` None) or train and evaluate."""
-    from paperstack import tiny
+def _check_vocabulary(base: str | Path, k: int) -> None:
+    """``--top-k`` against the base's vocabulary, before any worker starts."""
+    from transformers import AutoConfig
 
-    config: DemoConfig = payload["config"]
-    device = payload["device"]
-    if system is None:
-        model, tokenizer = tiny.load(payload["base"])
-        model.to(device)
-        metrics = evaluate_model(model, tokenizer, config, seed, payload["examples"])
-        return {"system": "base", "seed": seed, **metrics}
-    trained, tokenizer, train_log = run_system(config, system, seed, payload["base"], device)
-    metrics = evaluate_model(trained, tokenizer, config, seed, payload["examples"])
-    metrics["train_seconds"] = train_log["seconds"]
-    metrics["train_cpu_seconds"] = train_log["cpu_seconds"]
-    rewards = [h["reward"] for h in train_log["history"]]
-    return {"system": system.name, "seed": seed, **metrics, "rewards": rewards}
+    from mosa_rl.loss import check_top_k
+
+    try:
+        vocab = int(AutoConfig.from_pretrained(str(base)).get_text_config().vocab_size)
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MosaError(f"--model {base}: cannot read its config ({first})") from None
+    try:
+        check_top_k(k, vocab)
+    except MosaError as exc:
+        raise MosaError(f"--top-k: {exc}") from None
+
+
+def _quiet_warnings() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+
+
+def fingerprint(payload: dict[str, Any]) -> str:
+    """What a run's record depends on: config, base model, device and the problems."""
+    text = json.dumps(
+        {
+            "config": dataclasses.asdict(payload["config"]),
+            "base": str(payload["base"]),
+            "device": payload["device"],
+            "problems": {k: [e.prompt for e in v] for k, v in payload["examples"].items()},
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class RunLog:
+    """``runs.jsonl``: one line per finished run; resumes cleanly.
+
+    On open, lines of this configuration (same fingerprint) are kept, one per job (the last), and
+    everything else (stale configurations, duplicates, a torn last line) is dropped by rewriting
+    the file atomically; new runs are then appended. ``restart`` empties it instead.
+    """
+
+    def __init__(self, path: Path, print_fn: Callable[[str], None], restart: bool = False) -> None:
+        from paperstack.records import ResultsFormatError, atomic_write, read_jsonl
+
+        self.path = path
+        self.done: dict[str, dict[str, Any]] = {}
+        self._print = print_fn
+        self._fingerprint = ""
+        self._old: list[dict[str, Any]] = []
+        if path.is_dir():
+            raise MosaError(f"{path}: is a directory; the run log must be a file")
+        if path.exists() and not restart:
+            try:
+                self._old = read_jsonl(path, allow_torn_tail=True)
+            except ResultsFormatError as exc:
+                raise MosaError(f"{exc} (pass --restart to start the log afresh)") from None
+        self._atomic_write = atomic_write
+
+    def open(self, fp: str, jobs: Sequence[Job]) -> None:
+        from paperstack.records import JsonlWriter
+
+        wanted = {j.id for j in jobs}
+        kept = {
+            r["job"]: r for r in self._old if r.get("fingerprint") == fp and r.get("job") in wanted
+        }
+        dropped = len(self._old) - len(kept)
+        lines = "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept.values())
+        self._atomic_write(self.path, lines)
+        if kept:
+            self._print(f"resuming from {self.path}: {len(kept)} of {len(wanted)} runs done"
+                        + (f", {dropped} stale line(s) dropped" if dropped else ""))  # fmt: skip
+        self.done = kept
+        self._writer = JsonlWriter(self.path)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.done[record["job"]] = record
+        self._writer.write(record)
+
+    def close(self) -> None:
+        if hasattr(self, "_writer"):
+            self._writer.close()
+
+
+def _execute(
+    jobs: Sequence[Job],
+    payload: dict[str, Any],
+    workers: int,
+    log: RunLog,
+    bar: Any,
+) -> None:
+    """Run the jobs not yet in the log, in ``workers`` processes, appending each as it ends."""
+    todo = [j for j in jobs if j.id not in log.done]
+    bar.advance(len(jobs) - len(todo))
+
+    def finish(job: Job, record: dict[str, Any]) -> None:
+        record["system"] = "base" if job.system is None else job.system.name
+        record["seed"] = job.seed
+        log.write(record)
+        bar.advance(1, last=job.id)
+
+    if not todo:
+        return
+    if workers <= 1 or len(todo) == 1:
+        for job in todo:
+            finish(job, _job(payload, job))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        min(workers, len(todo)), mp_context=context, initializer=_worker_init
+    ) as pool:
+        futures = {pool.submit(_job, payload, job): job for job in todo}
+        for future in as_completed(futures):
+            finish(futures[future], future.result())
+
+
+@dataclass
+class DemoOutput:
+    """What :func:`run_demo` hands the CLI: rows, claims, figures, the chosen betas, text."""
+
+    rows: list[Any]
+    claims: list[Any]
+    figures: list[Path] = field(default_factory=list)
+    choice: dict[str, Any] = field(default_factory=dict)
+    intro: str = ""
+    seconds: float = 0.0
 
 
 def run_demo(
     config: DemoConfig,
     out: Path,
-    seed: int = 0,
+    seeds: Sequence[int],
+    *,
     model: str | None = None,
     dataset: Path | None = None,
     device: str = "cpu",
-    progress: bool = True,
-    title: str = "",
     workers: int | None = None,
-) -> Any:
-    """The whole reproduction: base, every system x seed, rows, claims, report, figures.
+    progress: Callable[[int, str], Any] | None = None,
+    log: Callable[[str], None] = print,
+    restart: bool = False,
+) -> DemoOutput:
+    """The whole reproduction: validation grid (matched KL), then every system x seed on the
+    held-out problems, rows, claims and figures into ``out``.
 
-    ``seed`` shifts the RL seeds (``seed, seed+1, ...``); ``model`` replaces the tiny base by
-    a model id or path (it must take the chat template); ``dataset`` replaces the generated
-    held-out problems by a JSONL file. The (system, seed) runs are independent, so they run
-    in ``workers`` processes of one thread each (default: the cores this process may use).
-    Returns the :class:`~paperstack.records.Results`.
+    ``model`` replaces the tiny base by a model id or path (it must take the chat template);
+    ``dataset`` replaces the generated held-out problems by a JSONL file. ``progress(total,
+    description)`` makes a progress context (``run.progress``); ``workers`` defaults to the cores
+    this process may use.
     """
+    from paperstack.progress import Progress
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from mosa_rl import __version__
-    from paperstack import tiny
-    from paperstack.records import (
-        JsonlWriter,
-        Manifest,
-        Results,
-        atomic_write_json,
-        write_results,
-    )
-    from paperstack.report import bar_chart, write_report
-
-    device = check_device(device)
-    _quiet()
-    seeds = tuple(seed + s for s in config.seeds)
-    examples = load_problems(dataset) if dataset is not None else eval_problems(config)
-    split = "test" if dataset is None else "dataset"
-    manifest = Manifest.collect(
-        "mosa-rl",
-        __version__,
-        seed=seed,
-        config={
-            **config_dict(config),
-            "seeds": list(seeds),
-            "model": model,
-            "dataset": str(dataset) if dataset else None,
-            "device": device,
-        },
-    )
-    started = time.perf_counter()
-    base: str | Path = model if model is not None else base_model_path(config, progress)
-    if model is not None:
-        try:
-            tiny.load(model)
-        except (OSError, ValueError) as exc:
-            raise MosaError(f"--model {model}: cannot load ({str(exc).splitlines()[0]})") from None
-    jobs: list[tuple[System | None, int]] = []
-    for s in seeds:
-        jobs.append((None, s))
-        jobs.extend((system, s) for system in config.systems)
-    workers = max(1, min(workers if workers is not None else _cores(), len(jobs)))
-    payload = {"config": config, "base": str(base), "device": device, "examples": examples}
-    per_system: dict[str, list[dict[str, Any]]] = {"base": []}
-    profiles: dict[str, list[list[float]]] = {"base": []}
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    results_by_job: dict[int, dict[str, Any]] = {}
-    with JsonlWriter(out / "runs.jsonl") as log, Progress(*columns, disable=not progress) as bar:
-        task_id = bar.add_task(
-            f"mosa demo ({workers} worker{'s' if workers > 1 else ''})", total=len(jobs)
+    if workers == 1:
+        _worker_init()  # this process runs the jobs itself: one thread, quiet libraries
+    else:
+        _quiet_warnings()
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise MosaError(f"seeds {list(seeds)}: need distinct seeds")
+    if config.validation_seed in seeds:
+        raise MosaError(
+            f"--seeds: {config.validation_seed} is the validation seed (betas are chosen on it); "
+            "report other seeds"
         )
+    examples = {
+        "test": load_problems(dataset) if dataset is not None else problems(config, "test"),
+        "validation": problems(config, "validation"),
+    }
+    split = "test" if dataset is None else "dataset"
+    started = time.perf_counter()
+    if model is not None:
+        load_base(model)  # fails in one line before any work
+    base: str | Path = model if model is not None else base_model_path(config, progress is not None)
+    _check_vocabulary(base, config.mosa_top_k)
+    payload: dict[str, Any] = {
+        "config": config, "base": str(base), "device": device, "examples": examples
+    }  # fmt: skip
+    payload["fingerprint"] = fingerprint(payload)
+    workers = max(1, workers if workers is not None else _cores())
+    make_bar = progress or (lambda total, desc: Progress(total, desc, enabled=False))
 
-        def done(index: int, record: dict[str, Any]) -> None:
-            results_by_job[index] = record
-            log.write(record)
-            bar.advance(task_id)
-
-        if workers == 1:
-            for index, (system, s) in enumerate(jobs):
-                done(index, _job(payload, system, s))
-        else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init) as pool:
-                futures = {
-                    pool.submit(_job, payload, system, s): index
-                    for index, (system, s) in enumerate(jobs)
-                }
-                from concurrent.futures import as_completed
-
-                for future in as_completed(futures):
-                    done(futures[future], future.result())
-    for index in sorted(results_by_job):
-        record = dict(results_by_job[index])
-        name = record.pop("system")
-        record.pop("seed")
-        record.pop("rewards", None)
-        profiles.setdefault(name, []).append(record.pop("profile"))
-        per_system.setdefault(name, []).append(record)
-    rows = rows_for(per_system, config, split)
-    claims = build_claims(rows, config, split=split)
-    results = Results(manifest=manifest.finish(), rows=rows, claims=claims)
-    write_results(out / "results.json", results)
-    mean_profiles = {k: np.mean(np.array(v), axis=0).tolist() for k, v in profiles.items()}
-    atomic_write_json(out / "profiles.json", mean_profiles)
-    k = max(kk for kk in config.ks if kk <= config.eval_samples)
-    figures = [
-        passk_figure(rows, config, out / "pass_at_k.png"),
-        bar_chart(rows, f"pass@{k}", out / f"pass_at_{k}.png", split=split),
-        profile_figure(mean_profiles, out / "profile.png"),
+    validation_jobs: list[Job] = []
+    grid = _grid_systems(config)
+    if grid:
+        validation_jobs = [Job("validation", config.validation_seed, System(NOKL))] + [
+            Job("validation", config.validation_seed, s) for s in grid
+        ]
+    test_jobs_for: Callable[[Sequence[System]], list[Job]] = lambda systems: [  # noqa: E731
+        Job("test", s, system) for s in seeds for system in (None, *systems)
     ]
-    seconds = time.perf_counter() - started
-    intro = title or (
-        f"GRPO on Countdown from a diverse SFT base ({config.preset} preset), "
-        f"{config.grpo_steps} steps x {config.prompts_per_step} prompts x "
-        f"{config.num_generations} samples per system and seed; {len(seeds)} seeds; every "
-        f"model sampled {config.eval_samples} times on {len(examples)} held-out problems at "
-        f"temperature {config.temperature}. Values are means over seeds with Student-t 95% "
-        f"intervals (n = seeds). Claims compare MOSA with the strongest baseline on each metric. "
-        f"Wall time {seconds:.0f} s."
-    )
-    write_report(out, results, title=f"mosa-rl {__version__}: demo", intro=intro, figures=figures)
-    return results
+    # Job ids name systems, not betas: the test jobs are known before the grid is run.
+    placeholder = [System(NOKL), System(TOKENKL), System(MOSA), System(MOSA_FORWARD)]
+    runlog = RunLog(out / "runs.jsonl", log, restart=restart)
+    runlog.open(payload["fingerprint"], validation_jobs + test_jobs_for(placeholder))
+    total = len(validation_jobs) + len(seeds) * (1 + len(placeholder))
+    try:
+        with make_bar(total, "mosa demo runs") as bar:
+            _execute(validation_jobs, payload, workers, runlog, bar)
+            systems, choice = chosen_systems(config, runlog.done)
+            how = "matched KL on the validation seed" if "target_kl" in choice else "fixed"
+            log(f"betas ({how}): " + ", ".join(f"{k} {v:g}" for k, v in choice["betas"].items()))
+            _execute(test_jobs_for(systems), payload, workers, runlog, bar)
+    finally:
+        runlog.close()
+
+    test_records = [r for r in runlog.done.values() if r["job"].startswith("test/")]
+    val_records = [r for r in runlog.done.values() if r["job"].startswith("validation/")]
+    rows = rows_for(test_records, config, split) + validation_rows(val_records)
+    claims = build_claims(rows, config, split)
+
+    order = ["base", NOKL, TOKENKL, MOSA, MOSA_FORWARD]
+    curves = {
+        name: np.mean([passk_curve(r) for r in test_records if r["system"] == name], axis=0)
+        for name in order
+    }
+    profiles = {
+        name: np.mean([r["profile"] for r in test_records if r["system"] == name], axis=0).tolist()
+        for name in order
+    }
+    rewards = {
+        name: [r["rewards"] for r in test_records if r["system"] == name and r.get("rewards")]
+        for name in order[1:]
+    }
+    from paperstack.records import atomic_write_json
+
+    atomic_write_json(out / "profiles.json", profiles)
+    figures = [
+        passk_figure(curves, out / "pass_at_k.png"),
+        profile_figure(profiles, out / "profile.png"),
+    ]
+    if any(rewards.values()):
+        figures.append(reward_figure({k: v for k, v in rewards.items() if v}, out / "reward.png"))
+    return DemoOutput(rows, claims, figures, choice, seconds=time.perf_counter() - started)

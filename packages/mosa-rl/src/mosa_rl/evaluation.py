@@ -1,9 +1,12 @@
-"""Exploration metrics: pass@1, unbiased pass@k, distinct correct solutions, top-1 mass, entropy.
+"""Exploration metrics: pass@1, unbiased pass@k, distinct correct solutions, top-1 mass, entropy,
+and the KL to the base model.
 
 All of them come from one set of samples per model: ``n`` completions per held-out problem at
 the sampling temperature, checked by the task's verifier. The sharpness metrics (mean top-1
 probability mass ``P̄(1)`` and token entropy) are measured teacher-forced on those same
-samples, i.e. on the model's own distribution, where RL's collapse shows.
+samples, i.e. on the model's own distribution, where RL's collapse shows. So is the token-level
+``KL(π ‖ π_base)`` (exact, over the whole vocabulary, averaged over the sampled completion
+tokens): the common currency in which regularisers of different kinds are matched.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class SampleEval:
     top1: float  # mean top-1 probability over all sampled completion tokens
     entropy: float  # mean token entropy (nats) over the same tokens
     profile: list[float] = field(default_factory=list)  # P̄(1..K) and the tail
+    kl_to_base: float | None = None  # mean token KL(π ‖ π_base) on the same tokens (nats)
 
     def pass_at(self, k: int) -> np.ndarray:
         n = self.correct.shape[1]
@@ -88,11 +92,13 @@ def sample_and_score(
     seed: int = 0,
     top_k: int = 8,
     batch_size: int = 512,
+    base: Any = None,
 ) -> SampleEval:
     """Sample ``n`` completions per example and measure everything :class:`SampleEval` holds.
 
     Prompts are grouped by token length so no batch needs padding (results do not depend
-    on a model family's left-padding handling); sampling is seeded by ``seed``.
+    on a model family's left-padding handling); sampling is seeded by ``seed``. With ``base``
+    (the model RL started from) the token KL to it is measured on the same samples.
     """
     import torch
 
@@ -109,12 +115,14 @@ def sample_and_score(
     for i, ids in enumerate(encoded):
         groups.setdefault(len(ids), []).append(i)
     answers: list[list[str]] = [[] for _ in examples]
-    top1_sum = ent_sum = 0.0
+    top1_sum = ent_sum = kl_sum = 0.0
     prof_sum = torch.zeros(top_k + 1, dtype=torch.float64)
     tokens = 0
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     per_batch = max(1, batch_size // n)
     model.eval()
+    if base is not None:
+        base.eval()
     generator_seed = seed
     with torch.no_grad():
         for length, idxs in groups.items():
@@ -142,9 +150,14 @@ def sample_and_score(
                 mask = ~after
                 logits = model(input_ids=out, attention_mask=torch.ones_like(out)).logits
                 logits = logits[:, length - 1 : -1].float() / temperature
-                probs = logits.softmax(-1)[mask]
+                logp = logits.log_softmax(-1)[mask]
+                probs = logp.exp()
+                if base is not None:
+                    ref = base(input_ids=out, attention_mask=torch.ones_like(out)).logits
+                    ref_logp = (ref[:, length - 1 : -1].float() / temperature).log_softmax(-1)
+                    kl_sum += float((probs * (logp - ref_logp[mask])).sum())
                 top1_sum += float(probs.max(-1).values.sum())
-                ent_sum += float(-(probs * probs.clamp_min(1e-30).log()).sum(-1).sum())
+                ent_sum += float(-(probs * logp).sum())
                 top = probs.topk(top_k, dim=-1).values
                 prof_sum[:top_k] += top.sum(0).double()
                 prof_sum[top_k] += float((1.0 - top.sum(-1)).clamp_min(0).sum())
@@ -162,4 +175,5 @@ def sample_and_score(
         top1=top1_sum / max(tokens, 1),
         entropy=ent_sum / max(tokens, 1),
         profile=(prof_sum / max(tokens, 1)).tolist(),
+        kl_to_base=kl_sum / max(tokens, 1) if base is not None else None,
     )

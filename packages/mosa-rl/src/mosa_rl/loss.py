@@ -30,6 +30,7 @@ __all__ = [
     "check_top_k",
     "mosa_loss",
     "order_statistic_profile",
+    "pooled_profile",
     "profile_kl",
     "profile_sums",
     "profile_sums_from_hidden",
@@ -159,7 +160,12 @@ def _chunk_sums(
     temperature: float,
     softcap: float | None,
 ) -> torch.Tensor:
-    logits = torch.nn.functional.linear(hidden, weight, bias).float()
+    # A head kept in fp32 beside a bf16 body (trl's ``cast_lm_head_to_fp32``) meets bf16 hidden
+    # states here: compute in the wider of the two dtypes, as trl's own fp32 head does.
+    dtype = torch.promote_types(hidden.dtype, weight.dtype)
+    logits = torch.nn.functional.linear(
+        hidden.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype)
+    ).float()
     if softcap is not None:
         logits = softcap * torch.tanh(logits / softcap)
     sorted_rows = sorted_probs((logits / temperature).softmax(-1), k)
@@ -204,3 +210,18 @@ def profile_sums_from_hidden(
         part = checkpoint(_chunk_sums, *args, use_reentrant=False) if grad else _chunk_sums(*args)
         total = total + part
     return total
+
+
+def pooled_profile(
+    local_sums: torch.Tensor, global_sums: torch.Tensor, global_tokens: torch.Tensor
+) -> torch.Tensor:
+    """``P̄`` pooled over every data-parallel rank, differentiable in this rank's share.
+
+    ``P̄ = (Σ_ranks S_rank) / N`` with ``S`` the per-rank profile sums ``[K+1]`` and ``N`` the
+    completion tokens of all ranks. ``global_sums`` is the all-reduced (detached) ``Σ S``; the
+    value returned is exactly ``global_sums / N`` and its gradient flows through
+    ``local_sums``: ``∂P̄/∂S_rank = 1/N``. Each rank then holds the gradient of its own tokens;
+    scaled by the world size ``W`` (DDP averages gradients over ranks) the sum over ranks is the
+    gradient of ``KL(P̄ ‖ Q̄)`` of the whole batch, whatever ``W`` is.
+    """
+    return (local_sums + (global_sums - local_sums).detach()) / global_tokens

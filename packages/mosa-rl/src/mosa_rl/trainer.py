@@ -16,6 +16,17 @@ The smallest change that carries the method, in two overrides of trl 1.16's priv
   ``loss += mosa_beta · KL(P̄ ‖ Q̄)`` (or ``KL(Q̄ ‖ P̄)``), with ``P̄, Q̄`` pooled over the
   micro-batch's completion tokens.
 
+Under data parallelism (``accelerate launch``, DDP) the profile is pooled over every rank's
+tokens: the per-rank sums are all-reduced, so ``P̄`` and the objective are those of the whole
+batch, whatever the world size (:func:`~mosa_rl.loss.pooled_profile`). DeepSpeed ZeRO-3 and FSDP
+partition the LM head, whose full weight the profile needs; they are refused with one error
+rather than run wrong. ZeRO-1/2 keep whole parameters and prepare the frozen base as trl
+prepares its reference (``prepare_deepspeed``).
+
+These overrides are written against trl 1.16 (pinned ``trl>=1.16,<1.17``);
+``tests/test_trl_api.py`` fails loudly when trl changes the signatures or the batch keys
+they rely on.
+
 With ``mosa_beta = 0`` the trainer is exactly ``GRPOTrainer``, which is how the demo runs its
 baselines in the same harness.
 """
@@ -33,9 +44,9 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import use_adapter
 
 from mosa_rl.errors import MosaError
-from mosa_rl.loss import check_top_k, profile_kl, profile_sums_from_hidden
+from mosa_rl.loss import check_top_k, pooled_profile, profile_kl, profile_sums_from_hidden
 
-__all__ = ["MOSAConfig", "MOSATrainer"]
+__all__ = ["MOSAConfig", "MOSATrainer", "check_sharding"]
 
 REF_KEY = "mosa_ref_profile"
 
@@ -77,6 +88,29 @@ class MOSAConfig(GRPOConfig):
         if self.mosa_chunk_size < 1:
             raise MosaError(f"mosa_chunk_size={self.mosa_chunk_size}: must be >= 1")
         super().__post_init__()
+
+
+def check_sharding(deepspeed_plugin: Any, fsdp_enabled: bool) -> None:
+    """Refuse the parallel setups that partition parameters: the profile needs the whole LM head.
+
+    DeepSpeed ZeRO-3 and FSDP shard every weight across ranks (a rank's head reads shape 0 outside
+    the wrapped forward), and the rollout-time base profile would come from a sharded copy.
+    Gathering the head for a second matmul outside the wrapped forward is not implemented, so
+    these configurations get one clear error instead of a silent wrong loss. ZeRO-1/2 (sharded
+    optimizer state and gradients, whole parameters) and plain DDP are supported.
+    """
+    if fsdp_enabled:
+        raise MosaError(
+            "FSDP: not supported with mosa_beta > 0 (FSDP shards the LM head the order-statistic "
+            "profile needs); use DDP or DeepSpeed ZeRO-1/2, or mosa_beta=0 for plain GRPO"
+        )
+    if deepspeed_plugin is not None:
+        stage = int(getattr(deepspeed_plugin, "zero_stage", 0) or 0)
+        if stage >= 3:
+            raise MosaError(
+                "DeepSpeed ZeRO-3: not supported with mosa_beta > 0 (ZeRO-3 partitions the LM "
+                "head the order-statistic profile needs); use ZeRO-1/2 or DDP, or mosa_beta=0"
+            )
 
 
 def _causal_lm(model: Any) -> Any:
@@ -136,6 +170,8 @@ class MOSATrainer(GRPOTrainer):
         self._mosa_ref: Any = None
         if self.mosa_beta == 0.0:
             return
+        check_sharding(getattr(self.accelerator.state, "deepspeed_plugin", None),
+                       bool(self.is_fsdp_enabled))  # fmt: skip
         if ref_model is not None:
             if _vocab(ref_model) != _vocab(self.model):
                 raise MosaError(
@@ -149,12 +185,23 @@ class MOSATrainer(GRPOTrainer):
             self._mosa_ref = self.ref_model  # trl loaded one for its token-level KL: share it
         else:
             frozen = copy.deepcopy(_causal_lm(self.model))
-            frozen.__dict__.pop("forward", None)  # drop trl's fused-head patch on the copy
+            # trl patched the policy's forward (fused head) and, with cast_lm_head_to_fp32, its
+            # head's forward; the copy keeps those closures, which point at the policy's own
+            # modules. The profile needs neither (it applies the copy's head weight itself).
+            frozen.__dict__.pop("forward", None)
+            head = frozen.get_output_embeddings()
+            if head is not None:
+                head.__dict__.pop("forward", None)
             self._mosa_ref = self._prepare_ref(frozen)
 
     def _prepare_ref(self, model: PreTrainedModel) -> Any:
+        """Frozen, in eval mode, and prepared as trl prepares its own reference model."""
         model.eval()
         model.requires_grad_(False)
+        if self.is_deepspeed_enabled:
+            from trl.models import prepare_deepspeed
+
+            return prepare_deepspeed(model, self.accelerator)
         return self.accelerator.prepare_model(model, evaluation_mode=True)
 
     # ------------------------------------------------------------------ rollout side
@@ -236,19 +283,34 @@ class MOSATrainer(GRPOTrainer):
         mask = inputs["completion_mask"].bool()
         if "tool_mask" in inputs:
             mask = mask & inputs["tool_mask"].bool()
-        n_tokens = mask.sum()
-        if not bool(n_tokens > 0):  # every completion masked (e.g. all truncated): no profile
+        width = self.mosa_top_k + 1
+        if bool(mask.any()):
+            hidden = torch.cat(captured, dim=0)
+            sums, _ = self._profile_sums(model, inputs, grad=True, hidden=hidden)
+            local = sums.sum(0)
+        else:  # every completion masked (e.g. all truncated): this rank adds nothing
+            local = torch.zeros(width, dtype=torch.float32, device=loss.device)
+        ref_local = inputs[REF_KEY].sum(0).to(local)
+        tokens = mask.sum().to(local).reshape(1)
+        # Pool over every rank: all ranks take part in this all-reduce, even one whose tokens
+        # are all masked, so the collective never deadlocks.
+        stats = torch.cat([local.detach(), ref_local, tokens])
+        world = self.accelerator.num_processes
+        if world > 1:
+            stats = self.accelerator.reduce(stats, reduction="sum")
+        n_total = stats[-1]
+        if not bool(n_total > 0):
             return loss
-        hidden = torch.cat(captured, dim=0)
-        sums, mask = self._profile_sums(model, inputs, grad=True, hidden=hidden)
-        p = sums.sum(0) / n_tokens
-        q = inputs[REF_KEY].sum(0).to(p) / n_tokens
+        p = pooled_profile(local, stats[:width], n_total)
+        q = stats[width : 2 * width] / n_total
         kl = profile_kl(p, q, self.args.mosa_kl)  # type: ignore[arg-type]
         normalizer = self.current_gradient_accumulation_steps if mode == "train" else 1.0
         self._metrics[mode]["mosa/kl"].append(float(kl.detach()))
         self._metrics[mode]["mosa/top1_policy"].append(float(p[0].detach()))
         self._metrics[mode]["mosa/top1_ref"].append(float(q[0]))
-        return loss + self.mosa_beta * kl / normalizer
+        # DDP averages the ranks' gradients; each rank holds the gradient of its own tokens'
+        # share of KL(P̄‖Q̄), so the world size restores the gradient of the pooled objective.
+        return loss + self.mosa_beta * world * kl / normalizer
 
 
 _SEQ_KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask")

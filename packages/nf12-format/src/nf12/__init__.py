@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "Nf12Error": "nf12.errors",
@@ -23,6 +23,8 @@ _LAZY = {
     "inspect_file": "nf12.files",
     "NF12Linear": "nf12.nn",
     "quantize_model": "nf12.nn",
+    "set_fused": "nf12.nn",
+    "NF12Config": "nf12.hf",
     "load_compressed": "nf12.nn",
 }
 
@@ -36,9 +38,11 @@ if TYPE_CHECKING:
     from nf12.format import NF12Tensor as NF12Tensor
     from nf12.format import decode as decode
     from nf12.format import encode as encode
+    from nf12.hf import NF12Config as NF12Config
     from nf12.nn import NF12Linear as NF12Linear
     from nf12.nn import load_compressed as load_compressed
     from nf12.nn import quantize_model as quantize_model
+    from nf12.nn import set_fused as set_fused
 
 
 def __getattr__(name: str) -> Any:

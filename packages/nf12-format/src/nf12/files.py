@@ -35,10 +35,11 @@ from typing import Any, BinaryIO
 
 import torch
 
-from nf12.errors import Nf12Error
+from nf12.errors import Nf12Error, TooManyEscapesError
 from nf12.format import (
     DEFAULT_GROUP,
     FORMAT_VERSION,
+    GROUPS,
     WINDOW,
     NF12Tensor,
     choose_window,
@@ -79,6 +80,41 @@ _MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit
 
 def _part(name: str, suffix: str) -> str:
     return f"{name}:nf12.{suffix}"
+
+
+def _process_umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; restore at once
+    os.umask(mask)
+    return mask
+
+
+#: Mode of every file nf12 writes: what ``open(path, "w")`` would give (0o666 less the umask),
+#: not the owner-only 0o600 of the temporary file it is written to first.
+_FILE_MODE = 0o666 & ~_process_umask()
+
+
+def _temp_file(target: Path, suffix: str) -> tuple[int, Path]:
+    """A temporary file beside ``target`` (same filesystem, so the final rename is atomic)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    except FileExistsError:
+        raise Nf12Error(f"{target.parent}: exists and is not a directory") from None
+    except OSError as exc:
+        raise Nf12Error(f"{target}: cannot write there ({exc.strerror})") from None
+    os.fchmod(fd, _FILE_MODE)
+    return fd, Path(name)
+
+
+def _check_destination(src: Path, dst: Path, force: bool) -> None:
+    """Refuse to overwrite the input, a directory, or (without ``force``) an existing file."""
+    if dst.is_dir():
+        raise Nf12Error(f"{dst}: is a directory; name the output file")
+    if dst.exists():
+        if src.resolve() == dst.resolve():
+            raise Nf12Error(f"{dst}: output would overwrite the input")
+        if not force:
+            raise Nf12Error(f"{dst}: already exists; pass --force to replace it")
 
 
 # --------------------------------------------------------------------------- raw safetensors
@@ -179,9 +215,7 @@ class _StreamWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".data", dir=path.parent)
-        self._data_path = Path(name)
+        fd, self._data_path = _temp_file(path, ".data")
         self._data: BinaryIO = os.fdopen(fd, "wb")
         self._header: dict[str, Any] = {}
         self._offset = 0
@@ -202,9 +236,7 @@ class _StreamWriter:
         header = {"__metadata__": metadata, **self._header}
         raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
         raw += b" " * (-len(raw) % 8)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
+        fd, tmp = _temp_file(self.path, ".tmp")
         try:
             with os.fdopen(fd, "wb") as out, open(self._data_path, "rb") as data:
                 out.write(struct.pack("<Q", len(raw)))
@@ -267,6 +299,7 @@ def compress_file(
     group: int = DEFAULT_GROUP,
     allow_nan: bool = False,
     keep_other_dtypes: bool = False,
+    force: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> CompressReport:
     """Compress a BF16 safetensors checkpoint to NF12, one tensor at a time.
@@ -276,11 +309,14 @@ def compress_file(
     an error unless ``keep_other_dtypes`` (NF12 is a BF16 format: silently storing F32 would not
     be what the user asked for). A NaN weight is an error unless ``allow_nan``: it round-trips bit
     for bit through an escape, but in a checkpoint it almost always means corrupt weights.
+    An existing ``dst`` is replaced only with ``force``; the output gets the mode ``open()``
+    would give it (0o666 less the umask).
     """
     src_path, dst_path = Path(src), Path(dst)
+    if group not in GROUPS:
+        raise Nf12Error(f"group {group}: must be one of {', '.join(map(str, GROUPS))}")
     source = _read_source(src_path)
-    if source.path.resolve() == dst_path.resolve():
-        raise Nf12Error(f"{dst_path}: output would overwrite the input")
+    _check_destination(src_path, dst_path, force)
     writer = _StreamWriter(dst_path)
     index: list[dict[str, Any]] = []
     weights = 0
@@ -331,6 +367,9 @@ def compress_file(
             "nf12.index_sha256": _index_digest(index_json, source_header),
         }
         writer.close(metadata)
+    except OSError as exc:
+        writer.abort()
+        raise Nf12Error(f"{dst_path}: cannot write ({exc.strerror})") from None
     except BaseException:
         writer.abort()
         raise
@@ -371,8 +410,8 @@ def _maybe_encode(
         )
     try:
         nt = encode(tensor, group, name=name)
-    except Nf12Error:
-        return None  # too many escapes for the 24-bit index: verbatim is the honest fallback
+    except TooManyEscapesError:
+        return None  # the 24-bit escape index cannot address them all: store the tensor verbatim
     if nt.nbytes >= 2 * tensor.numel():
         return None
     return nt
@@ -479,6 +518,7 @@ def decompress_file(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
     *,
+    force: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> bool:
     """Rebuild the original safetensors checkpoint from an NF12 file; return True if byte-exact.
@@ -487,18 +527,16 @@ def decompress_file(
     gaps in its data region the original header is written back verbatim, so the file comes back
     byte for byte (its whole-file sha256 is checked too); otherwise a fresh safetensors file with
     the same tensors and metadata is written. Streams tensor by tensor into a temp file, renamed
-    into place at the end.
+    into place at the end. An existing ``dst`` is replaced only with ``force``.
     """
     src_path, dst_path = Path(src), Path(dst)
-    if dst_path.exists() and src_path.resolve() == dst_path.resolve():
-        raise Nf12Error(f"{dst_path}: output would overwrite the input")
     with _safe_open(src_path) as fh:
         nf = _open_nf12(src_path, fh)
+        _check_destination(src_path, dst_path, force)
         if not nf.exact:
             _rewrite(nf, fh, dst_path, progress)
             return False
-        dst_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dst_path.name}.", suffix=".tmp", dir=dst_path.parent)
+        fd, tmp = _temp_file(dst_path, ".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
                 file_hash = hashlib.sha256()
@@ -518,6 +556,9 @@ def decompress_file(
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, dst_path)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise Nf12Error(f"{dst_path}: cannot write ({exc.strerror})") from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

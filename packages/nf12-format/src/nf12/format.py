@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nf12.errors import Nf12Error
+from nf12.errors import Nf12Error, TooManyEscapesError
 
 __all__ = [
     "CHUNK_WEIGHTS",
@@ -270,7 +270,7 @@ def encode(
         escaped = ~codable | (code[..., 0] == sentinel)
         k = int(escaped.sum())
         if n_esc + k >= MAX_ESCAPES:
-            raise Nf12Error(
+            raise TooManyEscapesError(
                 f"{name}: more than {MAX_ESCAPES - 1} escaped groups exceed the 24-bit escape "
                 "index; keep this tensor verbatim"
             )
@@ -341,13 +341,18 @@ def _bf16_bytes(sm: torch.Tensor, ex: torch.Tensor, base: int) -> torch.Tensor:
     return torch.stack((lo, hi), dim=-1)
 
 
-def decode(nt: NF12Tensor, *, whole: bool = True) -> torch.Tensor:
+def decode(nt: NF12Tensor, *, whole: bool = True, check: bool = True) -> torch.Tensor:
     """Rebuild the BF16 tensor from its NF12 encoding, bit for bit.
 
     With ``E = (e - b) + b`` (the 4-bit field plus the window base), the two bytes of each BF16
     weight are ``lo = (E & 1)<<7 | m`` and ``hi = s<<7 | E>>1``: uint8 work, the add being the
     paper's OR with ``0x3800`` followed by the exact ``2^-k`` rescale. Groups whose slot 0 equals
-    the sentinel are then replaced by ``esc[slot1<<12 | slot2]``. ``whole=False`` decodes a
+    the sentinel are then replaced by ``esc[slot1<<12 | slot2]``.
+
+    ``check`` (the default) verifies that the sentinel count equals the escape buffer's length
+    and that every index is in range, which costs two host syncs. ``check=False`` is the hot path
+    of :class:`nf12.nn.NF12Linear` for planes checked when they were loaded: no host sync (a
+    ``torch.where`` over gathered groups instead of a masked scatter). ``whole=False`` decodes a
     slice of rows whose escape indices point into the whole matrix's buffer (skips the check
     that every buffered group is referenced).
     """
@@ -359,6 +364,14 @@ def decode(nt: NF12Tensor, *, whole: bool = True) -> torch.Tensor:
     # Only slots 0-2 of a group are read as codes: slot 0 for every group (column g*k, the low
     # nibble of ex byte g*k/2), slots 1-2 where escaped.
     escaped = _slot_codes(nt.sm[:, 0::g], nt.ex[:, 0 :: g // 2] & 0xF) == nt.sentinel
+    if not check:
+        if nt.n_escaped == 0:
+            return out[:, : nt.cols].reshape(nt.shape)
+        slot1 = _slot_codes(nt.sm[:, 1::g], nt.ex[:, 0 :: g // 2] >> 4)
+        slot2 = _slot_codes(nt.sm[:, 2::g], nt.ex[:, 1 :: g // 2] & 0xF)
+        idx = ((slot1 << 12) | slot2).clamp_(max=nt.n_escaped - 1).long()
+        grouped = torch.where(escaped[..., None], nt.esc[idx], out.view(rows, cp // g, g))
+        return grouped.view(rows, cp)[:, : nt.cols].reshape(nt.shape)
     n_found = int(escaped.sum())
     if whole and n_found != nt.n_escaped:
         raise Nf12Error(

@@ -78,6 +78,18 @@ class HuffmanBundle:
     def bits_per_weight(self) -> float:
         return 8.0 * self.nbytes / max(self.numel, 1)
 
+    def to(self, device: torch.device | str) -> HuffmanBundle:
+        """The same bundle on another device (its decoder runs where its tensors are)."""
+        return HuffmanBundle(
+            stream=self.stream.to(device),
+            offsets=self.offsets.to(device),
+            sm=self.sm.to(device),
+            lengths=self.lengths,
+            shapes=self.shapes,
+            chunk=self.chunk,
+            stream_bits=self.stream_bits,
+        )
+
 
 def code_lengths(hist: torch.Tensor, max_len: int = MAX_CODE_LEN) -> torch.Tensor:
     """Huffman code lengths for a 256-symbol histogram, limited to ``max_len`` bits.
@@ -167,8 +179,8 @@ def encode_bundle(
     exp = ((bits >> 7) & 0xFF).long()
     sm = (((bits >> 8) & 0x80) | (bits & 0x7F)).to(torch.uint8)
     lengths = code_lengths(exponent_histogram(bits))
-    codes = canonical_codes(lengths)
-    length = lengths.to(torch.int32)[exp]
+    codes = canonical_codes(lengths).to(bits.device)
+    length = lengths.to(device=bits.device, dtype=torch.int32)[exp]
     end = torch.cumsum(length, 0, dtype=torch.int64)
     total_bits = int(end[-1])
     pos = end - length
@@ -176,7 +188,7 @@ def encode_bundle(
     # The code left-aligned in a 24-bit window that starts at the byte holding bit p_i.
     value = codes.to(torch.int32)[exp] << (24 - length - (pos & 7).to(torch.int32))
     byte = pos >> 3
-    stream = torch.zeros(total_bits // 8 + 3, dtype=torch.int32)
+    stream = torch.zeros(total_bits // 8 + 3, dtype=torch.int32, device=bits.device)
     for shift, delta in ((16, 0), (8, 1), (0, 2)):
         stream.index_add_(0, byte + delta, (value >> shift) & 0xFF)
     stream = stream[: math.ceil(total_bits / 8)].to(torch.uint8)
@@ -202,7 +214,8 @@ def decode_bundle(bundle: HuffmanBundle) -> list[torch.Tensor]:
     n = bundle.numel
     chunk = bundle.chunk
     n_chunks = int(bundle.offsets.numel())
-    table = _decode_table(bundle.lengths, canonical_codes(bundle.lengths))
+    device = bundle.stream.device
+    table = _decode_table(bundle.lengths.cpu(), canonical_codes(bundle.lengths.cpu())).to(device)
     # Pad so that a chunk decoding past the end of the stream (the last, short one) stays inside.
     pad = chunk * MAX_CODE_LEN // 8 + 8
     raw = torch.nn.functional.pad(bundle.stream.to(torch.int32), (0, pad))
@@ -211,7 +224,7 @@ def decode_bundle(bundle: HuffmanBundle) -> list[torch.Tensor]:
     word = (raw[:-3] << 24) | (raw[1:-2] << 16) | (raw[2:-1] << 8) | raw[3:]
     index_dtype = torch.int64 if bundle.stream_bits + pad * 8 >= 2**31 else torch.int32
     pos = bundle.offsets.to(index_dtype)
-    out = torch.empty(chunk, n_chunks, dtype=torch.int32)
+    out = torch.empty(chunk, n_chunks, dtype=torch.int32, device=device)
     for step in range(chunk):
         peek = (word[pos >> 3] >> (16 - (pos & 7)).to(torch.int32)) & 0xFFFF
         entry = table[peek]

@@ -3,6 +3,8 @@
 - ``adamw``: ``torch.optim.AdamW`` on every parameter.
 - ``muon``: ``torch.optim.Muon`` on the hidden matrices plus ``torch.optim.AdamW`` on the rest
   (``torch.optim.Muon`` accepts 2-D parameters only), chained as one optimizer.
+- ``muon-polar``: NuMuon at ``r = 1``, the exact polar factor: the like-for-like control
+  that isolates NuMuon's rank constraint.
 - ``muon-ns``: a Newton-Schulz Muon reference (Keller Jordan's ``muon.py``) written as a
   :class:`~numuon.NuMuon` subclass that only swaps the direction, so it shares NuMuon's
   momentum, scaling, weight decay and AdamW fallback; tests check it against ``torch.optim.Muon``.
@@ -143,7 +145,14 @@ def build_optimizer(
     seed: int = 0,
     **numuon_kwargs: Any,
 ) -> torch.optim.Optimizer:
-    """One of ``numuon``, ``muon``, ``muon-ns``, ``adamw`` for ``model``, with shared settings.
+    """One of ``numuon``, ``muon-polar``, ``muon``, ``muon-ns``, ``adamw`` for ``model``, with
+    shared settings.
+
+    ``muon-polar`` is the like-for-like Muon control of NuMuon: the same optimizer at
+    ``rank_schedule=1.0`` (the exact polar factor ``U Vᵀ`` from an SVD, the same momentum,
+    scale, weight decay and AdamW fallback), so NuMuon differs from it only by the rank
+    constraint. ``muon`` is ``torch.optim.Muon`` (Newton-Schulz), ``muon-ns`` the Newton-Schulz
+    reference in NuMuon's harness.
 
     ``lr`` is the matrix step size of the Muon family; ``adamw_lr`` is used by AdamW, both for
     the ``adamw`` baseline's every parameter and for the embeddings, head and 1-D parameters of
@@ -151,15 +160,15 @@ def build_optimizer(
     applies to matrices only in every optimizer.
     """
     groups = param_groups(model)
-    matrices = [p for _, p in groups[0]["params"]]
-    others = [p for g in groups[1:] for _, p in g["params"]]
+    matrices = [p for g in groups if g["use_numuon"] for _, p in g["params"]]
+    others = [p for g in groups if not g["use_numuon"] for _, p in g["params"]]
     betas = (0.9, 0.95)
-    if name == "numuon":
+    if name in ("numuon", "muon-polar"):
         return NuMuon(
             groups,
             lr=lr,
             weight_decay=weight_decay,
-            rank_schedule=rank_schedule,
+            rank_schedule=rank_schedule if name == "numuon" else 1.0,
             adamw_lr=adamw_lr,
             adamw_betas=betas,
             seed=seed,
@@ -185,4 +194,6 @@ def build_optimizer(
             lr=adamw_lr,
             betas=betas,
         )
-    raise NumuonError(f"optimizer {name!r}: expected one of adamw, muon, muon-ns, numuon")
+    raise NumuonError(
+        f"optimizer {name!r}: expected one of adamw, muon, muon-ns, muon-polar, numuon"
+    )

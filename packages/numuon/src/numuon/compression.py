@@ -13,8 +13,9 @@ Linears ``d_in -> r -> d_out`` holding ``W ≈ B A`` (``B`` is ``d_out x r``, ``
   ``‖(W - W') Xᵀ‖_F = ‖(W - W') S‖_F`` and truncation error of ``W S`` is exactly the sum
   of the dropped squared singular values.
 
-Targets are the matrices NuMuon trains (every ``nn.Linear`` but the output head), so the same
-function compresses any transformers causal LM.
+Targets are the matrices NuMuon trains (every ``nn.Linear`` but the output head, and GPT-2's
+``Conv1D``, whose weight is stored ``d_in x d_out``), so the same function compresses any
+transformers causal LM.
 """
 
 from __future__ import annotations
@@ -139,11 +140,20 @@ def collect_grams(
 
 
 def _target_modules(model: nn.Module) -> list[str]:
-    """Names of the Linear modules whose weights :func:`hidden_matrices` lists."""
+    """Names of the Linear (and Conv1D) modules whose weights :func:`hidden_matrices` lists."""
     weights = {id(w) for w in hidden_matrices(model).values()}
     return [
-        n for n, m in model.named_modules() if isinstance(m, nn.Linear) and id(m.weight) in weights
+        n
+        for n, m in model.named_modules()
+        if isinstance(getattr(m, "weight", None), torch.Tensor) and id(m.weight) in weights
     ]
+
+
+def _linear_weight(module: nn.Module) -> torch.Tensor:
+    """The ``d_out x d_in`` matrix of a Linear, or of a ``Conv1D`` (stored transposed)."""
+    weight = module.weight
+    assert isinstance(weight, torch.Tensor)
+    return weight if isinstance(module, nn.Linear) else weight.mT
 
 
 def compress(
@@ -175,8 +185,7 @@ def compress(
     before = after = 0
     for name in names:
         lin = modules[name]
-        assert isinstance(lin, nn.Linear)
-        W = lin.weight
+        W = _linear_weight(lin)
         r = rank_for_reduction(W.shape, reduction)
         if method == "whitened":
             if grams is None or name not in grams:
@@ -184,7 +193,8 @@ def compress(
             A, B = whitened_svd_factors(W, grams[name], r)
         else:
             A, B = truncated_svd_factors(W, r)
-        low = LowRankLinear(A, B, lin.bias.detach() if lin.bias is not None else None)
+        bias = getattr(lin, "bias", None)
+        low = LowRankLinear(A, B, bias.detach() if isinstance(bias, torch.Tensor) else None)
         parent_name, _, child = name.rpartition(".")
         parent = out.get_submodule(parent_name) if parent_name else out
         setattr(parent, child, low.to(W.device))

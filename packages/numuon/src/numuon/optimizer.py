@@ -15,21 +15,27 @@ Parameters that are not hidden matrices (embeddings, the output head, norms, bia
 AdamW group (``use_numuon=False``), as in Keller Jordan's ``MuonWithAuxAdam``; build the two
 groups with :func:`param_groups`.
 
-Distributed training: under ``DistributedDataParallel`` gradients are all-reduced before
-``step()``, every rank holds the full matrices and runs the same deterministic step (the random
-start blocks come from generators seeded by ``seed``, the step and the parameter's index, never
-from the global RNG), so replicas stay identical without communication. Sharded parameters
-(FSDP2 ``DTensor``) are refused with a clear error: the top-``k`` subspace needs the whole
-matrix, so gather it first (or shard the optimizer work by parameter, one owner per matrix).
+Distributed training: under ``DistributedDataParallel`` (``accelerate launch``, ``torchrun``,
+the HF Trainer) gradients are all-reduced before ``step()``, so every rank holds the same full
+matrices and gradients. The SVD work is then sharded as in Keller Jordan's ``Muon``: matrices of
+one shape are dealt out round-robin, each rank computes the update of the matrices it owns
+(their momentum and Krylov state live only there) and the updated matrices are all-gathered, so
+a step costs ``1 / world_size`` of the SVD work per rank and replicas stay identical. The random
+Krylov start blocks come from generators seeded by ``seed``, the step and the parameter's index,
+never from the global RNG, so the result does not depend on the number of ranks. Sharded
+parameters (FSDP2 ``DTensor``) are refused with one clear error: the top-``k`` subspace needs the
+whole matrix.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from numuon.errors import NumuonError
@@ -39,22 +45,41 @@ from numuon.schedule import Constant, RankSchedule, check_ratio, rank_for
 __all__ = ["NuMuon", "muon_scale", "param_groups"]
 
 
-def muon_scale(shape: torch.Size | tuple[int, ...]) -> float:
+def muon_scale(shape: torch.Size | tuple[int, ...], transposed: bool = False) -> float:
     """Muon's shape-dependent step scale ``sqrt(max(1, d_out / d_in))`` (Keller Jordan's
     ``muon.py`` and ``torch.optim.Muon``'s ``adjust_lr_fn="original"``): it keeps the update's
-    per-coordinate RMS comparable across rectangular matrices."""
-    return math.sqrt(max(1.0, shape[0] / shape[1]))
+    per-coordinate RMS comparable across rectangular matrices. ``transposed``: the parameter is
+    stored ``d_in x d_out`` (transformers' ``Conv1D`` in GPT-2), so the ratio is read the other
+    way round."""
+    d_out, d_in = (shape[1], shape[0]) if transposed else (shape[0], shape[1])
+    return math.sqrt(max(1.0, d_out / d_in))
 
 
-def param_groups(model: nn.Module, *, exclude_output_head: bool = True) -> list[dict[str, Any]]:
-    """Split ``model``'s trainable parameters into a NuMuon group and an AdamW group.
+def _conv1d_type() -> type[nn.Module] | None:
+    """transformers' ``Conv1D`` (GPT-2's linear layer, weight stored ``d_in x d_out``)."""
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover - transformers is a base dependency
+        return None
+    return Conv1D  # type: ignore[no-any-return]
 
-    NuMuon gets the 2-D weights of ``nn.Linear`` layers (attention and MLP projections); AdamW
-    gets everything else: embeddings, the output head (``model.get_output_embeddings()`` for
+
+def param_groups(
+    model: nn.Module, *, exclude_output_head: bool = True, warn: bool = True
+) -> list[dict[str, Any]]:
+    """Split ``model``'s trainable parameters into NuMuon groups and an AdamW group.
+
+    NuMuon gets the weights of ``nn.Linear`` layers and of transformers' ``Conv1D`` (GPT-2's
+    attention and MLP projections, stored transposed: a group of their own with
+    ``transposed=True``, so Muon's shape scale reads ``d_out / d_in`` right); AdamW gets
+    everything else: embeddings, the output head (``model.get_output_embeddings()`` for
     transformers models, which may be tied to the input embedding), norms and biases. The
     embedding and head are excluded because their rows are per-token vectors, not a linear map
-    whose spectrum matters (Muon's authors do the same). Parameter names are kept, so errors
-    name the parameter.
+    whose spectrum matters (Muon's authors do the same). Any other parameter with two or more
+    dimensions (a bare ``nn.Parameter`` matrix, a convolution kernel) also goes to AdamW, with a
+    warning naming it, since it may be a matrix the caller meant NuMuon to train. Parameter
+    names are kept, so errors name the parameter. The first group is always the ``nn.Linear``
+    NuMuon group (possibly empty).
     """
     head: set[int] = set()
     getter = getattr(model, "get_output_embeddings", None)
@@ -62,17 +87,47 @@ def param_groups(model: nn.Module, *, exclude_output_head: bool = True) -> list[
         out = getter()
         if isinstance(out, nn.Module):
             head = {id(p) for p in out.parameters()}
-    matrix_ids = {
-        id(m.weight)
-        for m in model.modules()
-        if isinstance(m, nn.Linear) and m.weight.ndim == 2 and id(m.weight) not in head
-    }
-    numuon: list[tuple[str, nn.Parameter]] = []
+    conv1d = _conv1d_type()
+    linear_ids: set[int] = set()
+    conv_ids: set[int] = set()
+    known: set[int] = set(head)
+    for m in model.modules():
+        weight = getattr(m, "weight", None)
+        if not isinstance(weight, torch.Tensor) or id(weight) in head:
+            continue
+        if isinstance(m, nn.Linear) and weight.ndim == 2:
+            linear_ids.add(id(weight))
+        elif conv1d is not None and isinstance(m, conv1d) and weight.ndim == 2:
+            conv_ids.add(id(weight))
+        elif isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
+            known.add(id(weight))
+    linear: list[tuple[str, nn.Parameter]] = []
+    conv: list[tuple[str, nn.Parameter]] = []
     adamw: list[tuple[str, nn.Parameter]] = []
+    unclaimed: list[str] = []
     for name, p in model.named_parameters():
-        if p.requires_grad:
-            (numuon if id(p) in matrix_ids else adamw).append((name, p))
-    groups: list[dict[str, Any]] = [{"params": numuon, "use_numuon": True}]
+        if not p.requires_grad:
+            continue
+        if id(p) in linear_ids:
+            linear.append((name, p))
+        elif id(p) in conv_ids:
+            conv.append((name, p))
+        else:
+            adamw.append((name, p))
+            if p.ndim >= 2 and id(p) not in known:
+                unclaimed.append(f"{name} {tuple(p.shape)}")
+    if warn and unclaimed:
+        more = f" and {len(unclaimed) - 5} more" if len(unclaimed) > 5 else ""
+        shown = ", ".join(unclaimed[:5]) + more
+        warnings.warn(
+            f"numuon.param_groups: {len(unclaimed)} parameter(s) with 2+ dimensions are not "
+            f"nn.Linear/Conv1D weights and go to AdamW: {shown}; build your own groups to train "
+            "them with NuMuon (2-D only)",
+            stacklevel=2,
+        )
+    groups: list[dict[str, Any]] = [{"params": linear, "use_numuon": True}]
+    if conv:
+        groups.append({"params": conv, "use_numuon": True, "transposed": True})
     if adamw:
         groups.append({"params": adamw, "use_numuon": False})
     return groups
@@ -109,6 +164,17 @@ class NuMuon(torch.optim.Optimizer):
         rms_match: scale by ``sqrt(min(d)/k)`` as described above.
         adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay: defaults for AdamW groups.
         seed: seeds the random start blocks (deterministic across ranks and resumes).
+        nonfinite: what a step with a NaN or infinite gradient does. ``"raise"`` (default): a
+            :class:`NumuonError` naming the parameter, before anything changes. ``"skip"``:
+            the whole step is skipped (no weight, momentum or Krylov state changes, the rank
+            schedule does not advance), counted in :attr:`skipped_steps`, with a warning; for
+            long runs where a rare bad batch should not end training.
+        distributed: shard the SVD work across ranks (see the module docstring). ``None``
+            (default): whenever ``torch.distributed`` is initialised with more than one rank.
+            Every rank must call ``step()`` with the same (all-reduced) gradients, as DDP does.
+
+    A group's ``transposed=True`` marks matrices stored ``d_in x d_out`` (GPT-2's ``Conv1D``;
+    :func:`param_groups` sets it) for Muon's shape scale.
     """
 
     def __init__(
@@ -127,7 +193,11 @@ class NuMuon(torch.optim.Optimizer):
         adamw_eps: float = 1e-8,
         adamw_weight_decay: float = 0.0,
         seed: int = 0,
+        nonfinite: Literal["raise", "skip"] = "raise",
+        distributed: bool | None = None,
     ) -> None:
+        if nonfinite not in ("raise", "skip"):
+            raise NumuonError(f"nonfinite: {nonfinite!r} must be 'raise' or 'skip'")
         for name, value in (("lr", lr), ("adamw_lr", adamw_lr)):
             if not (math.isfinite(value) and value >= 0):
                 raise NumuonError(f"{name}: {value!r} must be a finite number >= 0")
@@ -141,6 +211,12 @@ class NuMuon(torch.optim.Optimizer):
             raise NumuonError(f"rank_schedule: {rank_schedule!r} is neither a number nor callable")
         self.rank_schedule: Callable[[int], float] = rank_schedule
         self.seed = int(seed)
+        self.nonfinite = nonfinite
+        self.distributed = distributed
+        #: Steps skipped for non-finite gradients (``nonfinite="skip"``).
+        self.skipped_steps = 0
+        #: Update directions this process computed (under sharding, its own matrices only).
+        self.directions_computed = 0
         groups = list(params)
         if groups and not isinstance(groups[0], dict):
             groups = [{"params": groups}]
@@ -166,6 +242,7 @@ class NuMuon(torch.optim.Optimizer):
             "n_iter": n_iter,
             "oversample": oversample,
             "rms_match": rms_match,
+            "transposed": False,
             "use_numuon": True,
             "betas": tuple(adamw_betas),
             "eps": adamw_eps,
@@ -194,12 +271,13 @@ class NuMuon(torch.optim.Optimizer):
         names = group.get("param_names")
         return str(names[index]) if names else f"params[{index}]"
 
-    def _check_gradients(self) -> None:
-        """Refuse a step with a NaN or infinite gradient before any state or weight changes.
+    def _nonfinite_gradient(self) -> str | None:
+        """Where the first NaN or infinite gradient is (``param_groups[i] (name)``), or None.
 
-        One non-finite entry would turn the momentum, and with it every later update, into NaN
-        (an SVD of a NaN matrix is NaN everywhere), so the error comes first and the weights
-        stay as they were; the caller may skip the batch or lower the learning rate.
+        Checked before any state or weight changes: one non-finite entry would turn the
+        momentum, and with it every later update, into NaN (an SVD of a NaN matrix is NaN
+        everywhere). One fused reduction per group, so the check costs one sync, not one per
+        parameter.
         """
         for gi, group in enumerate(self.param_groups):
             grads = [p.grad for p in group["params"] if p.grad is not None]
@@ -210,10 +288,19 @@ class NuMuon(torch.optim.Optimizer):
                 continue
             with_grad = [i for i, p in enumerate(group["params"]) if p.grad is not None]
             bad = with_grad[int((~finite).nonzero()[0, 0])]
-            raise NumuonError(
-                f"param_groups[{gi}] ({self._name(group, bad)}): gradient has NaN or infinite "
-                "values; no parameter was updated"
-            )
+            return f"param_groups[{gi}] ({self._name(group, bad)})"
+        return None
+
+    def _world(self) -> tuple[int, int]:
+        """``(rank, world_size)`` for sharding the SVD work; ``(0, 1)`` when not sharding."""
+        use = self.distributed
+        if use is None:
+            use = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        if not use:
+            return 0, 1
+        if not (dist.is_available() and dist.is_initialized()):
+            raise NumuonError("distributed=True: torch.distributed is not initialised")
+        return dist.get_rank(), dist.get_world_size()
 
     def _ratio(self, step: int) -> float:
         return check_ratio(self.rank_schedule(step), f"rank_schedule({step})")
@@ -254,29 +341,74 @@ class NuMuon(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self._check_gradients()
+        bad = self._nonfinite_gradient()
+        if bad is not None:
+            if self.nonfinite == "raise":
+                raise NumuonError(
+                    f"{bad}: gradient has NaN or infinite values; no parameter was updated "
+                    "(NuMuon(..., nonfinite='skip') skips such steps)"
+                )
+            self.skipped_steps += 1
+            warnings.warn(
+                f"NuMuon: skipped a step, {bad} has a NaN or infinite gradient "
+                f"({self.skipped_steps} skipped so far)",
+                stacklevel=2,
+            )
+            return loss
+        # Every parameter that will move, with its index over all groups (the index seeds its
+        # Krylov generator, so it must not depend on sharding).
+        todo: list[tuple[int, torch.Tensor, dict[str, Any]]] = []
+        index = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                index += 1
+                if p.grad is not None:
+                    todo.append((index, p, group))
         ratios: dict[int, float] = {}
-        index = 0
-        for group in self.param_groups:
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                step = int(state["step"]) if "step" in state else 0
-                if group["use_numuon"] and step not in ratios:
-                    ratios[step] = self._ratio(step)  # validated before any weight moves
-        index = 0
-        for group in self.param_groups:
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                if group["use_numuon"]:
-                    self._numuon_update(p, group, index, ratios)
-                else:
-                    self._adamw_update(p, group)
+        for _, p, group in todo:
+            state = self.state[p]
+            step = int(state["step"]) if "step" in state else 0
+            if group["use_numuon"] and step not in ratios:
+                ratios[step] = self._ratio(step)  # validated before any weight moves
+        rank, world = self._world()
+        matrices = [t for t in todo if t[2]["use_numuon"]]
+        if world == 1:
+            for index, p, group in matrices:
+                self._numuon_update(p, group, index, ratios)
+        else:
+            self._sharded_updates(matrices, ratios, rank, world)
+        for _, p, group in todo:
+            if not group["use_numuon"]:
+                self._adamw_update(p, group)
         return loss
+
+    def _sharded_updates(
+        self,
+        matrices: list[tuple[int, torch.Tensor, dict[str, Any]]],
+        ratios: dict[int, float],
+        rank: int,
+        world: int,
+    ) -> None:
+        """Keller Jordan's sharding: matrices of one shape (and dtype, device) in chunks of
+        ``world``; rank ``r`` updates the ``r``-th of each chunk, then one ``all_gather`` per
+        chunk hands every rank every updated matrix. A short last chunk is padded with a
+        scratch tensor."""
+        buckets: dict[tuple[Any, ...], list[tuple[int, torch.Tensor, dict[str, Any]]]] = {}
+        for item in matrices:
+            p = item[1]
+            buckets.setdefault((tuple(p.shape), p.dtype, p.device), []).append(item)
+        for items in buckets.values():
+            for start in range(0, len(items), world):
+                chunk = items[start : start + world]
+                if rank < len(chunk):
+                    index, p, group = chunk[rank]
+                    self._numuon_update(p, group, index, ratios)
+                    mine = p.data
+                else:
+                    mine = torch.empty_like(chunk[0][1].data)
+                outputs = [item[1].data for item in chunk]
+                outputs += [torch.empty_like(mine) for _ in range(world - len(chunk))]
+                dist.all_gather(outputs, mine)
 
     def _numuon_update(
         self, p: torch.Tensor, group: dict[str, Any], index: int, ratios: dict[int, float]
@@ -295,7 +427,8 @@ class NuMuon(torch.optim.Optimizer):
         k = rank_for(ratios[step], p.shape)
         gen = self._generator(index, step, p.device)
         direction = self.direction(update, k, state, group, gen).to(p.dtype)
-        scale = muon_scale(p.shape)
+        self.directions_computed += 1
+        scale = muon_scale(p.shape, group.get("transposed", False))
         if group["rms_match"]:
             scale *= math.sqrt(min(p.shape) / k)
         p.mul_(1 - group["lr"] * group["weight_decay"])

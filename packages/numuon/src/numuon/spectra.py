@@ -16,7 +16,7 @@ from torch import nn
 
 from numuon.optimizer import param_groups
 
-__all__ = ["effective_rank", "hidden_matrices", "model_ranks", "stable_rank"]
+__all__ = ["effective_rank", "energy_kept", "hidden_matrices", "model_ranks", "stable_rank"]
 
 
 def stable_rank(W: torch.Tensor) -> float:
@@ -37,9 +37,26 @@ def effective_rank(W: torch.Tensor) -> float:
     return float(torch.exp(entropy).item())
 
 
+def energy_kept(W: torch.Tensor, reduction: float) -> float:
+    """``Σ_{i<=r} σ_i² / Σ_i σ_i²``: the fraction of ``‖W‖_F²`` that the best rank-``r``
+    approximation keeps, with ``r`` the rank a ``reduction`` of the parameters allows
+    (:func:`numuon.compression.rank_for_reduction`). A random Gaussian matrix keeps about
+    0.52 at a 60% reduction of a square matrix (Marchenko-Pastur); a low-rank one keeps more."""
+    from numuon.compression import rank_for_reduction
+
+    s = torch.linalg.svdvals(W.detach().float()).square()
+    total = float(s.sum())
+    if total <= 0:
+        return 0.0
+    r = rank_for_reduction(W.shape, reduction)
+    return float(s[:r].sum()) / total
+
+
 def hidden_matrices(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The matrices NuMuon trains (``nn.Linear`` weights but the output head), by name."""
-    return {name: p for name, p in param_groups(model)[0]["params"]}
+    """The matrices NuMuon trains (``nn.Linear`` and ``Conv1D`` weights but the output head),
+    by name."""
+    groups = param_groups(model, warn=False)
+    return {name: p for g in groups if g["use_numuon"] for name, p in g["params"]}
 
 
 def model_ranks(model: nn.Module) -> dict[str, float]:

@@ -33,6 +33,7 @@ __all__ = [
     "TextData",
     "build_llama",
     "lm_loss",
+    "lm_losses",
     "load_model",
     "load_text_file",
     "make_text",
@@ -69,10 +70,16 @@ class TextData:
         )
 
 
-def _stream(tokenizer: PreTrainedTokenizerBase, split: str, n: int, seed: int) -> list[int]:
+def _stream(
+    tokenizer: PreTrainedTokenizerBase,
+    split: str,
+    n: int,
+    seed: int,
+    task_mix: tuple[str, ...] = TASK_MIX,
+) -> list[int]:
     examples = [
         ex
-        for name in TASK_MIX
+        for name in task_mix
         for ex in tasks.get(name).generate(n, seed=seed, split=split)  # type: ignore[arg-type]
     ]
     random.Random(seed).shuffle(examples)
@@ -95,18 +102,20 @@ def make_text(
     calib_sequences: int = 64,
     seed: int = 0,
     tokenizer_path: str | None = None,
+    task_mix: tuple[str, ...] = TASK_MIX,
 ) -> tuple[TextData, PreTrainedTokenizerBase]:
-    """The corpus: ``train_examples`` per task from the train split; validation and calibration
-    sequences from the test split (disjoint from each other), ``seq_len + 1`` tokens each.
-    ``tokenizer_path`` (a model id or directory) replaces paperstack's character tokenizer."""
+    """The corpus: ``train_examples`` per task of ``task_mix`` from the train split; validation
+    and calibration sequences from the test split (disjoint from each other), ``seq_len + 1``
+    tokens each. ``tokenizer_path`` (a model id or directory) replaces paperstack's character
+    tokenizer."""
     tokenizer = _tokenizer(tokenizer_path)
     length = seq_len + 1
-    train = _pack(_stream(tokenizer, "train", train_examples, seed), length)
+    train = _pack(_stream(tokenizer, "train", train_examples, seed, task_mix), length)
     need = (val_sequences + calib_sequences) * length
-    per_task = max(200, need // (40 * len(TASK_MIX)) + 1)
-    held = _pack(_stream(tokenizer, "test", per_task, seed + 1), length)
+    per_task = max(200, need // (40 * len(task_mix)) + 1)
+    held = _pack(_stream(tokenizer, "test", per_task, seed + 1, task_mix), length)
     if held.shape[0] < val_sequences + calib_sequences:
-        held = _pack(_stream(tokenizer, "test", per_task * 4, seed + 1), length)
+        held = _pack(_stream(tokenizer, "test", per_task * 4, seed + 1, task_mix), length)
     data = TextData(
         train=train,
         val=held[:val_sequences],
@@ -123,7 +132,9 @@ def _tokenizer(path: str | None) -> PreTrainedTokenizerBase:
 
     try:
         tok: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as exc:
+    # The tokenizers library raises a bare Exception for a corrupt tokenizer.json: at this
+    # boundary every failure is the user's folder, so it becomes one line naming it.
+    except Exception as exc:
         raise NumuonError(f"--model {path}: cannot load a tokenizer ({_first_line(exc)})") from None
     tok.model_max_length = 10**9  # we pack long streams ourselves
     return tok
@@ -140,22 +151,30 @@ def load_text_file(
     val_sequences: int,
     calib_sequences: int,
     tokenizer_path: str | None = None,
+    *,
+    what: str = "--dataset",
 ) -> tuple[TextData, PreTrainedTokenizerBase]:
     """A user's UTF-8 text file as the corpus: packed into ``seq_len + 1``-token sequences; the
-    last ``val_sequences + calib_sequences`` are held out (validation, then calibration)."""
+    last ``val_sequences + calib_sequences`` are held out (validation, then calibration).
+    ``what`` names the file in errors (the flag it came from)."""
+    if seq_len < 1:
+        raise NumuonError(f"--seq-len {seq_len}: must be >= 1")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise NumuonError(f"--dataset {path}: no such file") from None
+        raise NumuonError(f"{what} {path}: no such file") from None
+    except IsADirectoryError:
+        raise NumuonError(f"{what} {path}: is a directory, not a text file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise NumuonError(f"--dataset {path}: cannot read as UTF-8 text ({exc})") from None
+        first = _first_line(exc)
+        raise NumuonError(f"{what} {path}: cannot read as UTF-8 text ({first})") from None
     tokenizer = _tokenizer(tokenizer_path)
     ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
     seqs = _pack(ids, seq_len + 1)
     held = val_sequences + calib_sequences
     if seqs.shape[0] < held + 8:
         raise NumuonError(
-            f"--dataset {path}: {len(ids)} tokens make {seqs.shape[0]} sequences of "
+            f"{what} {path}: {len(ids)} tokens make {seqs.shape[0]} sequences of "
             f"{seq_len + 1}; need at least {held + 8} ({held} held out)"
         )
     data = TextData(
@@ -171,11 +190,12 @@ def load_model(path: str, seed: int) -> PreTrainedModel:
     """A causal LM through ``from_pretrained`` (a hub id or a directory) to train further."""
     from transformers import AutoModelForCausalLM
 
+    from paperstack.checkpoint import load_pretrained
+
     torch.manual_seed(seed)
-    try:
-        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path)
-    except (OSError, ValueError) as exc:
-        raise NumuonError(f"--model {path}: cannot load a causal LM ({_first_line(exc)})") from None
+    # The core's loader checks a local folder first (config.json, whole safetensors files, the
+    # shard index), so a truncated checkpoint is one line naming the file, not SafetensorError.
+    model: PreTrainedModel = load_pretrained(path, AutoModelForCausalLM.from_pretrained)
     return model
 
 
@@ -217,6 +237,22 @@ def lm_loss(model: torch.nn.Module, seqs: torch.Tensor, batch_size: int = 32) ->
             count += x[:, 1:].numel()
     model.train(was_training)
     return total / count
+
+
+def lm_losses(model: torch.nn.Module, seqs: torch.Tensor, batch_size: int = 32) -> list[float]:
+    """Mean next-token cross-entropy of each sequence of ``seqs`` (``N x (L+1)``): per-item
+    values, so two models evaluated on the same sequences compare paired."""
+    was_training = model.training
+    model.eval()
+    out: list[float] = []
+    with torch.no_grad():
+        for start in range(0, seqs.shape[0], batch_size):
+            x = seqs[start : start + batch_size]
+            logits = model(input_ids=x[:, :-1]).logits.float()
+            loss = F.cross_entropy(logits.mT, x[:, 1:], reduction="none").mean(dim=1)
+            out.extend(float(v) for v in loss)
+    model.train(was_training)
+    return out
 
 
 def train_lm(

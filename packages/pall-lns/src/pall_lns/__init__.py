@@ -2,11 +2,12 @@
 
 An ensemble of evolved neighbourhood operators is driven by a selector that reads the
 optimisation history (operators tried, rewards, search state); sub-MIPs are solved by SCIP and
-the selector can run asynchronously in its own process. Importing this package does not import
-PySCIPOpt or highspy: the solvers are loaded when a model is read.
+the selector (a fine-tuned LM in the paper's configuration, :mod:`pall_lns.lm`) runs
+asynchronously in its own worker process. Importing this package imports neither the solvers nor
+torch: they are loaded when a model is read or an LM is used.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from pall_lns.errors import PallError
 from pall_lns.generators import generate
@@ -14,6 +15,8 @@ from pall_lns.instance import Instance, read_instance
 from pall_lns.lns import LnsConfig, LnsResult, run_lns
 from pall_lns.operators import OperatorSpec, default_pool
 from pall_lns.selectors import (
+    EpsilonGreedySelector,
+    Exp3Selector,
     FixedSelector,
     LearnedSelector,
     LLMSelector,
@@ -23,6 +26,8 @@ from pall_lns.selectors import (
 )
 
 __all__ = [
+    "EpsilonGreedySelector",
+    "Exp3Selector",
     "FixedSelector",
     "Instance",
     "LLMSelector",

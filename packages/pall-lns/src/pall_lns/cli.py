@@ -8,12 +8,16 @@
 - ``pall demo --out DIR``: the reproduction (``--quick`` for CI); ``pall bench --out DIR``: LNS
   overhead outside the sub-MIPs as a share of wall time.
 
-Heavy imports stay inside the commands so that ``--help`` is instant.
+The common flags and flow of ``demo`` and ``bench`` (``--out``, ``--quick``, ``--seed``/
+``--seeds``, ``--no-progress``; results written atomically, verdicts printed) come from
+:class:`paperstack.contract.ContractCLI`. Heavy imports stay inside the commands so that
+``--help`` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -22,137 +26,51 @@ from typing import Any
 
 from pall_lns import __version__
 from pall_lns.errors import PallError
-from paperstack.errors import cli_guard
+from paperstack.contract import ContractCLI, Report, Run
 
 PROG = "pall"
 DIST = "pall-lns"
 
-# The demo's protocol (toy scale; see README "Differences from the paper").
-QUICK: dict[str, Any] = {
-    "size": "small",
-    "per_family": 1,
-    "time_limit": 2.0,
-    "reference_factor": 0.0,
-}
-FULL: dict[str, Any] = {
-    "size": "medium",
-    "per_family": 2,
-    "time_limit": 20.0,
-    "reference_factor": 2.0,
-}
-TEST_SEED_BASE = 1000  # test instances use seeds 1000+; training instances seeds 0-99
+cli = ContractCLI(PROG, DIST, __version__, __doc__)
 
 
-def _number(value: str) -> float:
+# ---------------------------------------------------------------------------- flag types
+
+
+def _number(flag: str, text: str, kind: type) -> Any:
     try:
-        v = float(value)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    return v
+        what = "an integer" if kind is int else "a number"
+        raise PallError(f"{flag} {text}: not {what}") from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--version", action="version", version=f"{DIST} {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+def seconds(flag: str, *, zero: bool = False) -> Any:
+    """argparse type for ``flag``: a finite number of seconds above 0 (or >= 0 with ``zero``).
 
-    s = sub.add_parser("solve", help="run PALL on a .lp/.mps model and write the solution")
-    s.add_argument("model", type=Path, help="model file (.lp, .mps, optionally .gz)")
-    s.add_argument("--time-limit", type=_number, required=True, help="wall seconds (> 0)")
-    s.add_argument("--sol", type=Path, default=None, help="solution file (default MODEL.sol)")
-    s.add_argument(
-        "--trajectory",
-        type=Path,
-        default=None,
-        help="JSONL trajectory (default MODEL.trajectory.jsonl)",
-    )
-    s.add_argument(
-        "--selector",
-        default="default",
-        help="default (shipped learned selector), random, bandit, or a selector JSON",
-    )
-    s.add_argument("--sync", action="store_true", help="select in-process (no async worker)")
-    s.add_argument("--submip-time", type=float, default=0.0, help="sub-MIP limit (0 = auto)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--quiet", action="store_true", help="no progress lines")
+    ``inf``, ``nan`` and negatives are one line naming the flag (a :class:`PallError` passes
+    through argparse to the CLI guard), never a traceback or a silently endless run."""
 
-    g = sub.add_parser("generate", help="write seeded benchmark instances (.lp + .json)")
-    g.add_argument(
-        "--family",
-        required=True,
-        help="setcover, auction, facility or indset (comma-separated for several)",
-    )
-    g.add_argument("--size", default="small", help="smoke, small, medium, large or xl")
-    g.add_argument("--count", type=int, default=1)
-    g.add_argument("--seed", type=int, default=0, help="first seed")
-    g.add_argument("--format", default="lp", help="lp (default) or mps")
-    g.add_argument("--out", type=Path, required=True)
+    def parse(text: str) -> float:
+        value = float(_number(flag, text, float))
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            bound = ">= 0" if zero else "above 0"
+            raise PallError(f"{flag} {text}: must be a finite number of seconds {bound}")
+        return value
 
-    e = sub.add_parser("evolve", help="evolve operator parameters, pick a diverse ensemble")
-    e.add_argument("train", nargs="+", type=Path, help="training models or folders of them")
-    e.add_argument("--time-limit", type=_number, default=3.0, help="seconds per LNS run")
-    e.add_argument("--generations", type=int, default=2)
-    e.add_argument("--mu", type=int, default=2)
-    e.add_argument("--lam", type=int, default=2)
-    e.add_argument("--ensemble-size", type=int, default=6)
-    e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--out", type=Path, required=True, help="ensemble JSON")
-
-    o = sub.add_parser("oracle", help="hindsight-oracle labels: fork every operator")
-    o.add_argument("train", nargs="+", type=Path)
-    o.add_argument("--ensemble", type=Path, required=True)
-    o.add_argument("--time-limit", type=_number, default=6.0)
-    o.add_argument("--states", type=int, default=15, help="oracle states per instance")
-    o.add_argument("--seed", type=int, default=0)
-    o.add_argument("--out", type=Path, required=True, help="JSONL records")
-
-    t = sub.add_parser("train", help="fit the learned selector on oracle records")
-    t.add_argument("--data", type=Path, required=True, help="JSONL from pall oracle")
-    t.add_argument("--ensemble", type=Path, required=True)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--out", type=Path, required=True, help="selector JSON")
-
-    x = sub.add_parser("export-sft", help="oracle records as a chat dataset for trl SFTTrainer")
-    x.add_argument("--data", type=Path, required=True)
-    x.add_argument("--out", type=Path, required=True)
-
-    demo = sub.add_parser("demo", help="run the reproduction and write results.json and report.md")
-    demo.add_argument("--out", type=Path, required=True, help="directory for the results")
-    demo.add_argument("--quick", action="store_true", help="small instances, 2 s budgets (CI)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.add_argument("--time-limit", type=float, default=None, help="override T (seconds)")
-    demo.add_argument("--per-family", type=int, default=None, help="override instances/family")
-    demo.add_argument(
-        "--dataset",
-        type=Path,
-        default=None,
-        help="folder of .lp/.mps models to evaluate instead of generated ones",
-    )
-    demo.add_argument("--model", default=None, help="(unused: this method needs no model)")
-    demo.add_argument("--device", default="cpu", help="cpu (SCIP runs on the CPU)")
-
-    b = sub.add_parser("bench", help="LNS overhead outside the sub-MIPs, share of wall time")
-    b.add_argument("--out", type=Path, required=True, help="directory for bench.json")
-    b.add_argument("--size", default="xl", help="instance size (xl = 100k+ variables)")
-    b.add_argument("--time-limit", type=_number, default=60.0)
-    b.add_argument("--seed", type=int, default=0)
-    return p
+    return parse
 
 
-@cli_guard(PROG)
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    handler = {
-        "solve": _solve,
-        "generate": _generate,
-        "evolve": _evolve,
-        "oracle": _oracle,
-        "train": _train,
-        "export-sft": _export,
-        "demo": _demo,
-        "bench": _bench,
-    }
-    return int(handler[args.command](args))
+def count(flag: str, *, minimum: int = 1) -> Any:
+    """argparse type for ``flag``: an integer of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        value = int(_number(flag, text, int))
+        if value < minimum:
+            raise PallError(f"{flag} {text}: must be at least {minimum}")
+        return value
+
+    return parse
 
 
 def _models(items: Sequence[Path]) -> list[Path]:
@@ -161,7 +79,9 @@ def _models(items: Sequence[Path]) -> list[Path]:
     out: list[Path] = []
     for item in items:
         if item.is_dir():
-            out += sorted(p for p in item.iterdir() if p.name.lower().endswith(SUFFIXES))
+            out += sorted(
+                p for p in item.iterdir() if p.is_file() and p.name.lower().endswith(SUFFIXES)
+            )
         elif item.exists():
             out.append(item)
         else:
@@ -171,17 +91,54 @@ def _models(items: Sequence[Path]) -> list[Path]:
     return out
 
 
-def _selector(spec: str, n_ops: int, seed: int) -> tuple[Any, list[Any]]:
-    from pall_lns.selectors import LearnedSelector, RandomSelector, UCBSelector, load_default
+def _readable_models(items: Sequence[Path]) -> list[Path]:
+    """Every model, read once up front, so a bad file is one error naming it, before hours of
+    evolution or oracle runs (not SCIP's syntax error once per operator)."""
+    from pall_lns.instance import read_instance
 
-    default = load_default()
-    if spec == "default":
-        return default, default.ops
-    if spec == "random":
-        return RandomSelector(seed), default.ops
-    if spec == "bandit":
-        return UCBSelector(len(default.ops), seed=seed), default.ops
-    sel = LearnedSelector.load(spec)
+    paths = _models(items)
+    for p in paths:
+        read_instance(p)
+    return paths
+
+
+def _output_file(path: Path, flag: str) -> Path:
+    if path.is_dir():
+        raise PallError(f"{flag} {path}: is a directory; name a file")
+    return path
+
+
+SELECTORS = "default (softmax-linear), lm (fine-tuned LM), random, bandit, exp3, egreedy"
+
+
+def _selector(spec: str, seed: int) -> tuple[Any, list[Any]]:
+    """A selector by name (over the shipped ensemble), or a selector JSON file (its own), or
+    a folder of an LM trained by ``pall train-lm``."""
+    from pall_lns import selectors as s
+
+    default = s.load_default()
+    k = len(default.ops)
+    named = {
+        "default": lambda: default,
+        "random": lambda: s.RandomSelector(seed),
+        "bandit": lambda: s.UCBSelector(k, seed=seed),
+        "exp3": lambda: s.Exp3Selector(k, seed=seed),
+        "egreedy": lambda: s.EpsilonGreedySelector(k, seed=seed),
+    }
+    if spec in named:
+        return named[spec](), default.ops
+    if spec == "lm":
+        from pall_lns.demo import shipped_records
+        from pall_lns.lm import RECIPE, LMSelector, train_lm
+
+        _log("selector LM: fine-tuning on the shipped oracle states (cached after the first)")
+        path = train_lm(shipped_records("oracle-train.jsonl"), k, RECIPE, log=_log)
+        return LMSelector.load(path, k), default.ops
+    if Path(spec).is_dir():
+        from pall_lns.lm import LMSelector
+
+        return LMSelector.load(spec, k), default.ops
+    sel = s.LearnedSelector.load(spec)
     return sel, sel.ops
 
 
@@ -197,25 +154,53 @@ def write_sol(path: Path, names: Sequence[str], x: Any, objective: float) -> Non
     atomic_write(path, "\n".join(lines) + "\n")
 
 
+def _log(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- solve
+
+
+def _solve_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("model", type=Path, help="model file (.lp, .mps, optionally .gz)")
+    s.add_argument("--time-limit", type=seconds("--time-limit"), required=True, help="wall seconds")
+    s.add_argument("--sol", type=Path, default=None, help="solution file (default MODEL.sol)")
+    s.add_argument(
+        "--trajectory",
+        type=Path,
+        default=None,
+        help="JSONL trajectory (default MODEL.trajectory.jsonl)",
+    )
+    s.add_argument(
+        "--selector",
+        default="default",
+        help=f"{SELECTORS}; or a selector JSON, or an LM folder from pall train-lm",
+    )
+    s.add_argument("--sync", action="store_true", help="select in-process (no async worker)")
+    s.add_argument(
+        "--submip-time",
+        type=seconds("--submip-time", zero=True),
+        default=0.0,
+        help="sub-MIP limit (0 = auto)",
+    )
+    s.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    s.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+@cli.command("solve", "run PALL on a .lp/.mps model and write the solution", _solve_arguments)
 def _solve(args: argparse.Namespace) -> int:
     from pall_lns.lns import LnsConfig, Progress, run_lns
 
-    if args.time_limit <= 0:
-        raise PallError(f"--time-limit {args.time_limit:g}: must be positive")
+    t0 = time.perf_counter()
     model: Path = args.model
     base = model.with_name(model.name.split(".")[0])
-    sol = args.sol or base.with_suffix(".sol")
-    traj = args.trajectory or base.with_suffix(".trajectory.jsonl")
-    t0 = time.perf_counter()
-    selector, ops = _selector(args.selector, 0, args.seed)
+    sol = _output_file(args.sol or base.with_suffix(".sol"), "--sol")
+    traj = _output_file(args.trajectory or base.with_suffix(".trajectory.jsonl"), "--trajectory")
+    selector, ops = _selector(args.selector, args.seed)
 
     def show(p: Progress) -> None:
         if not args.quiet:
-            print(
-                f"{PROG}: {p.seconds:7.2f}s  obj {p.objective:.10g}  iter {p.iteration}  ({p.op})",
-                file=sys.stderr,
-                flush=True,
-            )
+            _log(f"{p.seconds:7.2f}s  obj {p.objective:.10g}  iter {p.iteration}  ({p.op})")
 
     if traj.exists():
         traj.unlink()
@@ -229,18 +214,37 @@ def _solve(args: argparse.Namespace) -> int:
     # before returning it; re-reading the file here would cost seconds on large models.
     write_sol(sol, res.names, res.x, res.objective)
     state = "interrupted" if res.interrupted else "done"
+    fallback = f", {res.fallbacks} selector fallbacks" if res.fallbacks else ""
     print(
         f"{PROG}: {state}: objective {res.objective:.10g} after {res.wall_s:.1f}s, "
-        f"{res.iterations} LNS iterations, overhead {res.overhead:.1%}; wrote {sol} and {traj}"
+        f"{res.iterations} LNS iterations, overhead {res.overhead:.1%}{fallback}; "
+        f"wrote {sol} and {traj}"
     )
     return 130 if res.interrupted else 0
 
 
+# ---------------------------------------------------------------------------- generate
+
+
+def _generate_arguments(g: argparse.ArgumentParser) -> None:
+    g.add_argument(
+        "--family",
+        required=True,
+        help="setcover, auction, facility or indset (comma-separated for several)",
+    )
+    g.add_argument("--size", default="small", help="smoke, small, medium, large or xl")
+    g.add_argument("--count", type=count("--count"), default=1)
+    g.add_argument("--seed", type=count("--seed", minimum=0), default=0, help="first seed")
+    g.add_argument("--format", default="lp", help="lp (default) or mps")
+    g.add_argument("--out", type=Path, required=True)
+
+
+@cli.command("generate", "write seeded benchmark instances (.lp + .json)", _generate_arguments)
 def _generate(args: argparse.Namespace) -> int:
     from pall_lns.generators import generate
 
-    if args.count < 1:
-        raise PallError(f"--count {args.count}: must be at least 1")
+    if args.out.exists() and not args.out.is_dir():
+        raise PallError(f"--out {args.out}: exists and is not a directory")
     for fam in args.family.split(","):
         for i in range(args.count):
             g = generate(fam.strip(), args.size, args.seed + i, args.out, args.format)
@@ -248,11 +252,27 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- offline pipeline
+
+
+def _evolve_arguments(e: argparse.ArgumentParser) -> None:
+    e.add_argument("train", nargs="+", type=Path, help="training models or folders of them")
+    e.add_argument("--time-limit", type=seconds("--time-limit"), default=3.0, help="s per LNS run")
+    e.add_argument("--generations", type=count("--generations", minimum=0), default=2)
+    e.add_argument("--mu", type=count("--mu"), default=2, help="parents kept per family")
+    e.add_argument("--lam", type=count("--lam"), default=2, help="children per generation")
+    e.add_argument("--ensemble-size", type=count("--ensemble-size"), default=6)
+    e.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    e.add_argument("--out", type=Path, required=True, help="ensemble JSON")
+
+
+@cli.command("evolve", "evolve operator parameters, pick a diverse ensemble", _evolve_arguments)
 def _evolve(args: argparse.Namespace) -> int:
     from pall_lns.evolve import choose_ensemble, ensemble_json, evolve
     from paperstack.records import atomic_write_json
 
-    train = _models(args.train)
+    out = _output_file(args.out, "--out")
+    train = _readable_models(args.train)
     cands = evolve(
         train,
         args.time_limit,
@@ -260,48 +280,64 @@ def _evolve(args: argparse.Namespace) -> int:
         mu=args.mu,
         lam=args.lam,
         seed=args.seed,
-        log=lambda msg: print(f"{PROG}: {msg}", file=sys.stderr, flush=True),
+        log=_log,
     )
     chosen, _, mean_pi = choose_ensemble(cands, args.time_limit, k=args.ensemble_size)
     meta = {
         "command": ["pall", *sys.argv[1:]] if sys.argv else [],
         "train": [p.name for p in train],
         "time_limit": args.time_limit,
+        "generations": args.generations,
+        "mu": args.mu,
+        "lam": args.lam,
         "seed": args.seed,
     }
-    atomic_write_json(args.out, ensemble_json(cands, chosen, mean_pi, meta))
+    atomic_write_json(out, ensemble_json(cands, chosen, mean_pi, meta))
     for i in chosen:
         print(f"{cands[i].spec.label}  mean PI {mean_pi[i]:.4f}")
-    print(f"{PROG}: wrote {args.out}")
+    print(f"{PROG}: wrote {out}")
     return 0
 
 
+def _oracle_arguments(o: argparse.ArgumentParser) -> None:
+    o.add_argument("train", nargs="+", type=Path)
+    o.add_argument("--ensemble", type=Path, required=True)
+    o.add_argument("--time-limit", type=seconds("--time-limit"), default=6.0)
+    o.add_argument("--states", type=count("--states"), default=15, help="states per instance")
+    o.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    o.add_argument("--out", type=Path, required=True, help="JSONL records")
+
+
+@cli.command("oracle", "hindsight-oracle labels: fork every operator", _oracle_arguments)
 def _oracle(args: argparse.Namespace) -> int:
     from pall_lns.evolve import load_ensemble
     from pall_lns.oracle import collect
 
+    out = _output_file(args.out, "--out")
     ops, _ = load_ensemble(args.ensemble)
-    if args.out.exists():
-        args.out.unlink()
-    n = collect(
-        _models(args.train),
-        ops,
-        args.time_limit,
-        args.out,
-        states=args.states,
-        seed=args.seed,
-        log=lambda m: print(f"{PROG}: {m}", file=sys.stderr, flush=True),
-    )
-    print(f"{PROG}: wrote {n} oracle records to {args.out}")
+    paths = _readable_models(args.train)
+    if out.exists():
+        out.unlink()
+    n = collect(paths, ops, args.time_limit, out, states=args.states, seed=args.seed, log=_log)
+    print(f"{PROG}: wrote {n} oracle records to {out}")
     return 0
 
 
+def _train_arguments(t: argparse.ArgumentParser) -> None:
+    t.add_argument("--data", type=Path, required=True, help="JSONL from pall oracle")
+    t.add_argument("--ensemble", type=Path, required=True)
+    t.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    t.add_argument("--out", type=Path, required=True, help="selector JSON")
+
+
+@cli.command("train", "fit the softmax-linear selector on oracle records", _train_arguments)
 def _train(args: argparse.Namespace) -> int:
     from pall_lns.evolve import load_ensemble
     from pall_lns.oracle import load_records
     from pall_lns.train import fit_selector
     from paperstack.records import atomic_write_json
 
+    out = _output_file(args.out, "--out")
     ops, best = load_ensemble(args.ensemble)
     sel, stats = fit_selector(load_records(args.data), ops, seed=args.seed)
     sel.meta.update(
@@ -312,217 +348,131 @@ def _train(args: argparse.Namespace) -> int:
             "command": "pall train --data DATA --ensemble ENSEMBLE --out OUT",
         }
     )
-    atomic_write_json(args.out, sel.to_json())
+    atomic_write_json(out, sel.to_json())
     print(
-        f"{PROG}: wrote {args.out} (n={stats['n']:.0f}, oracle agreement "
+        f"{PROG}: wrote {out} (n={stats['n']:.0f}, oracle agreement "
         f"{stats['accuracy']:.2f}, majority {stats['majority_baseline']:.2f})"
     )
     return 0
 
 
+def _export_arguments(x: argparse.ArgumentParser) -> None:
+    x.add_argument("--data", type=Path, required=True)
+    x.add_argument("--out", type=Path, required=True)
+
+
+@cli.command("export-sft", "oracle records as a chat dataset for trl SFTTrainer", _export_arguments)
 def _export(args: argparse.Namespace) -> int:
     from pall_lns.oracle import export_sft
 
-    n = export_sft(args.data, args.out)
+    n = export_sft(args.data, _output_file(args.out, "--out"))
     print(f"{PROG}: wrote {n} SFT examples to {args.out}")
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from pall_lns.baselines import run_scip
-    from pall_lns.experiment import RunRecord, claims_from_rows, evaluate, summarise
-    from pall_lns.generators import FAMILIES, generate, record_best_known
-    from pall_lns.selectors import load_default
-    from paperstack.records import JsonlWriter, Manifest, Results, prepare_out_dir, write_results
-    from paperstack.report import bar_chart, write_report
+def _train_lm_arguments(t: argparse.ArgumentParser) -> None:
+    t.add_argument("--data", type=Path, required=True, help="JSONL from pall oracle")
+    t.add_argument("--ensemble", type=Path, required=True, help="its ensemble (operator count)")
+    t.add_argument("--model", default=None, help="HF causal LM folder to fine-tune (default: "
+                   "the toy world's tiny Llama from its random init)")  # fmt: skip
+    t.add_argument("--steps", type=count("--steps"), default=None, help="training steps")
+    t.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    t.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    t.add_argument("--out", type=Path, required=True, help="folder for the fine-tuned model")
 
-    if args.model is not None:
-        raise PallError(f"--model {args.model}: this method uses no model")
-    if args.device != "cpu":
-        raise PallError(f"--device {args.device}: SCIP and HiGHS run on the CPU only")
-    out = prepare_out_dir(args.out)
-    proto: dict[str, Any] = dict(QUICK if args.quick else FULL)
-    if args.time_limit is not None:
-        if args.time_limit <= 0:
-            raise PallError(f"--time-limit {args.time_limit:g}: must be positive")
-        proto["time_limit"] = args.time_limit
-    if args.per_family is not None:
-        proto["per_family"] = args.per_family
-    T = float(proto["time_limit"])
-    started = time.perf_counter()
-    if args.dataset is not None:
-        paths = _models([args.dataset])
-    else:
-        inst_dir = out / "instances"
-        paths = [
-            generate(f, str(proto["size"]), TEST_SEED_BASE + args.seed + i, inst_dir).path
-            for f in FAMILIES
-            for i in range(int(proto["per_family"]))
-        ]
-        if float(proto["reference_factor"]) > 0:  # long reference runs -> best_known
-            for p in paths:
-                ref = run_scip(p, float(proto["reference_factor"]) * T, seed=args.seed)
-                if ref.objective is not None:
-                    record_best_known(p, ref.objective, f"scip {proto['reference_factor']}xT")
-                print(f"{PROG}: reference {p.name}: {ref.objective}", file=sys.stderr, flush=True)
-    selector = load_default()
-    best_single = int(selector.meta.get("best_single", 0))
-    config = {
-        **proto,
-        "seed": args.seed,
-        "instances": [p.name for p in paths],
-        "ensemble": [o.label for o in selector.ops],
-        "best_single": best_single,
-    }
-    manifest = Manifest.collect(DIST, __version__, seed=args.seed, config=config)
-    log = JsonlWriter(out / "runs.jsonl", fsync=False)
 
-    def show(r: RunRecord) -> None:
-        print(
-            f"{PROG}: {r.instance:28s} {r.method:16s} final {r.final}  "
-            f"({r.wall_s:.1f}s, {time.perf_counter() - started:.0f}s total)",
-            file=sys.stderr,
-            flush=True,
-        )
-        log.write(
-            {
-                "instance": r.instance,
-                "family": r.family,
-                "method": r.method,
-                "final": r.final,
-                "timeline": r.timeline,
-                "wall_s": r.wall_s,
-                **r.info,
-            }
-        )
+@cli.command(
+    "train-lm",
+    "fine-tune the LM selector on oracle records with trl's SFTTrainer",
+    _train_lm_arguments,
+)
+def _train_lm(args: argparse.Namespace) -> int:
+    import dataclasses
 
-    records = evaluate(paths, T, selector, best_single, seed=args.seed, log=show)
-    log.close()
-    rows, _extra = summarise(records, paths, T)
-    claims = claims_from_rows(rows)
-    results = Results(manifest=manifest.finish(), rows=rows, claims=claims)
-    write_results(out / "results.json", results)
-    figure = bar_chart(rows, "primal_integral", out / "primal_integral.png", split="all")
-    write_report(
-        out,
-        results,
-        title=f"{DIST} {__version__}: demo",
-        intro=(
-            f"{'Quick' if args.quick else 'Full'} demo: {len(paths)} instances "
-            f"({proto['size']} size, {proto['per_family']} per family, test seeds "
-            f"{TEST_SEED_BASE + args.seed}+), every method {T:g} s wall, one thread. "
-            "Primal integral and final primal gap against the best known value "
-            "(long SCIP reference run where made, or the best any method found). "
-            "Toy scale on CPU; GPU: not measured."
-        ),
-        figures=[figure],
-    )
-    held = sum(c.held for c in claims)
-    print(
-        f"{PROG}: wrote {out / 'results.json'} and report.md ({held}/{len(claims)} claims "
-        f"held, {time.perf_counter() - started:.1f}s)"
-    )
-    for c in claims:
-        print(f"  {c.id}: {'held' if c.held else 'NOT held'} ({c.describe()})")
+    from pall_lns.evolve import load_ensemble
+    from pall_lns.lm import RECIPE, train_lm
+    from pall_lns.oracle import load_records
+    from paperstack.contract import check_device, check_model
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PallError(f"--out {args.out}: exists and is not a directory")
+    device = check_device(args.device)
+    model = check_model(args.model)
+    ops, _ = load_ensemble(args.ensemble)
+    recipe = RECIPE if args.steps is None else dataclasses.replace(RECIPE, steps=args.steps)
+    recipe = dataclasses.replace(recipe, seed=args.seed)
+    path = train_lm(load_records(args.data), len(ops), recipe, base=model, out=args.out,
+                    device=device, log=_log)  # fmt: skip
+    print(f"{PROG}: wrote {path}")
     return 0
 
 
-def _bench(args: argparse.Namespace) -> int:
-    import numpy as np
+# ---------------------------------------------------------------------------- demo
 
-    from pall_lns.generators import generate
-    from pall_lns.lns import LnsConfig, run_lns
-    from pall_lns.selectors import load_default
-    from paperstack.records import Manifest, Results, Row, prepare_out_dir, write_results
-    from paperstack.stats import mean_ci
 
-    out = prepare_out_dir(args.out)
-    selector = load_default()
-    path = generate("setcover", args.size, args.seed, out / "instances").path
-    traj = out / "bench-trajectory.jsonl"
-    if traj.exists():
-        traj.unlink()
-    cfg = LnsConfig(args.time_limit, seed=args.seed, async_select=True)
-    res = run_lns(path, selector.ops, selector, cfg, trajectory=traj)
-    from paperstack.records import read_jsonl
-
-    its = [r for r in read_jsonl(traj) if r.get("event") == "iteration"]
-    fr = np.array([1.0 - r["solve_s"] / r["iter_s"] for r in its if r["iter_s"] > 0])
-    rows = [
-        Row(
-            system="pall",
-            metric="overhead_share",
-            value=res.overhead,
-            n=res.iterations,
-            split=args.size,
-        )
-    ]
-    if fr.size >= 2:
-        m, ci = mean_ci(fr)
-        rows.append(
-            Row(
-                system="pall",
-                metric="overhead_share_per_iteration",
-                value=m,
-                ci95=ci,
-                n=int(fr.size),
-                split=args.size,
-            )
-        )
-    # The strict overhead above splits into SCIP's own handling of each sub-MIP outside
-    # optimize() (parsing its LP text, freeing it) and the LNS's work (selection, neighbourhood,
-    # reduction, text, read-back, checks, bookkeeping).
-    bd = res.stats["submip_breakdown_s"]
-    if res.loop_s > 0:
-        scip_io = (bd.get("scip_read", 0.0) + bd.get("scip_free", 0.0)) / res.loop_s
-        for metric, value in (
-            ("scip_read_free_share", scip_io),
-            ("lns_work_share", max(0.0, res.overhead - scip_io)),
-        ):
-            rows.append(
-                Row(system="pall", metric=metric, value=value, n=res.iterations, split=args.size)
-            )
-    manifest = Manifest.collect(
-        DIST,
-        __version__,
-        seed=args.seed,
-        config={
-            "size": args.size,
-            "time_limit": args.time_limit,
-            "n_vars": int(res.x.size) if res.x is not None else 0,
-            "objective": res.objective,
-            "iterations": res.iterations,
-            "loop_s": res.loop_s,
-            "submip_s": res.submip_s,
-            "initial_end_s": res.stats["init_end_s"],
-            "submip_breakdown_s": res.stats["submip_breakdown_s"],
-        },
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--time-limit", type=seconds("--time-limit"), default=None, help="override T (seconds)"
     )
-    from paperstack.records import Claim
+    p.add_argument(
+        "--per-family",
+        type=count("--per-family"),
+        default=None,
+        help="instances per family and seed (default 1)",
+    )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        default=None,
+        help="folder of .lp/.mps models to evaluate instead of generated ones",
+    )
 
-    claims = [
-        Claim.compare(
-            "overhead_under_5pct",
-            "LNS work outside the sub-MIP (selection, "
-            "fixing, bookkeeping) is under 5% of the loop's wall time.",
-            rows,
-            ("pall", "overhead_share", args.size),
-            "lt",
-            0.05,
-        )
-    ]
-    path_out = write_results(
-        out / "bench.json", Results(manifest=manifest.finish(), rows=rows, claims=claims)
+
+@cli.demo(
+    arguments=_demo_arguments,
+    seeds=3,
+    quick_seeds=1,
+    model="a Hugging Face causal LM folder to fine-tune as the selector (default: the toy "
+    "world's tiny Llama)",
+    devices=("cpu", "cuda"),
+)
+def demo(run: Run) -> Report:
+    """Equal-wall-time comparison of PALL, its selector baselines and the plain solvers."""
+    from pall_lns.demo import demo_report
+
+    return demo_report(run)
+
+
+# ---------------------------------------------------------------------------- bench
+
+
+def _bench_arguments(b: argparse.ArgumentParser) -> None:
+    b.add_argument("--size", default="xl", help="instance size (xl = 100k+ variables)")
+    b.add_argument("--time-limit", type=seconds("--time-limit"), default=60.0)
+    b.add_argument(
+        "--compare",
+        action="store_true",
+        help="also compare PALL with SCIP, SCIP aggressive, HiGHS, random and bandit LNS on "
+        "--families at --size, one instance per seed",
     )
-    split = {r.metric: r.value for r in rows}
-    print(
-        f"{PROG}: wrote {path_out} (overhead {res.overhead:.1%} of the LNS loop over "
-        f"{res.iterations} iterations: SCIP reading/freeing sub-MIPs "
-        f"{split.get('scip_read_free_share', 0.0):.1%}, LNS work "
-        f"{split.get('lns_work_share', 0.0):.1%}; objective {res.objective:.10g}; seconds "
-        f"{ {k: round(v, 2) for k, v in bd.items()} })"
+    b.add_argument("--families", default="setcover,auction,facility,indset")
+    b.add_argument(
+        "--compare-time",
+        type=seconds("--compare-time"),
+        default=None,
+        help="seconds per method in the comparison (default: --time-limit)",
     )
-    return 0
+
+
+@cli.bench(arguments=_bench_arguments, devices=("cpu",))
+def bench(run: Run) -> Report:
+    """LNS overhead outside SCIP's optimize() as a share of the loop's wall time."""
+    from pall_lns.demo import bench_report
+
+    return bench_report(run)
+
+
+main = cli.main
 
 
 if __name__ == "__main__":

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-__all__ = ["N_BASE_FEATURES", "Context", "Event"]
+__all__ = ["N_BASE_FEATURES", "Context", "Event", "context_from_json", "context_to_json"]
 
-#: Features before the three per-operator blocks (mean reward, usage share, last operator).
-N_BASE_FEATURES = 9
+#: Features before the four per-operator blocks (mean reward, usage share, last operator,
+#: reward within the history window).
+N_BASE_FEATURES = 11
+#: Per-operator feature blocks.
+N_OP_BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -70,16 +74,50 @@ class Context:
             min(1.0, self.k_frac * 5.0),
             float(last.improved) if last else 0.0,
             float(last is not None and last.status == "timelimit"),
+            # the whole history window, not only the last event: how the search is going now
+            float(np.mean([e.improved for e in self.history])) if self.history else 0.0,
+            float(np.mean([e.status == "timelimit" for e in self.history]))
+            if self.history
+            else 0.0,
         ]
         mean = np.zeros(self.n_ops)
         share = np.zeros(self.n_ops)
         onehot = np.zeros(self.n_ops)
+        recent = np.zeros(self.n_ops)
         if self.op_mean:
             mean = np.tanh(np.asarray(self.op_mean, dtype=float))
             share = np.asarray(self.op_count, dtype=float) / total
         if last is not None:
             onehot[last.op] = 1.0
-        return np.concatenate([np.asarray(base), mean, share, onehot])
+        for o in {e.op for e in self.history}:
+            recent[o] = np.tanh(np.mean([e.reward for e in self.history if e.op == o]))
+        return np.concatenate([np.asarray(base), mean, share, onehot, recent])
+
+    def text(self) -> str:
+        """The compact serialisation the fine-tuned LM selector reads (a few hundred
+        characters, so a character-level tiny model sees all of it): instance features, search
+        phase, every operator's use count and mean reward, and the last ``h`` operators with
+        their rewards (``+`` improved, ``-`` not, ``t`` timed out). Answer: ``OP=<id>``."""
+
+        def num(v: float) -> str:
+            return f"{max(-99.0, min(99.0, v)):.3f}"
+
+        ops = " ".join(
+            f"{i}:{self.op_count[i] if self.op_count else 0}/"
+            f"{num(self.op_mean[i] if self.op_mean else 0.0)}"
+            for i in range(self.n_ops)
+        )
+        last = " ".join(
+            f"{e.op}{'+' if e.improved else 't' if e.status == 'timelimit' else '-'}{num(e.reward)}"
+            for e in self.history
+        )
+        return (
+            f"milp vars {self.n_vars} rows {self.n_rows} int {self.int_frac:.2f} "
+            f"dens {self.density:.1e}\n"
+            f"phase {self.progress:.2f} iter {self.iteration} stall {self.stagnation} "
+            f"k {self.k_frac:.3f} gap {min(self.gap, 9.999):.3f}\n"
+            f"ops {ops}\nlast {last or '-'}"
+        )
 
     def prompt(self) -> str:
         """The context as text for an LLM selector; the answer format is ``OP=<id>``."""
@@ -107,3 +145,19 @@ class Context:
             f"Operators:\n{ops}\nLast iterations:\n{hist}\n"
             "Answer with OP=<id>."
         )
+
+
+def context_to_json(ctx: Context) -> dict[str, Any]:
+    """A :class:`Context` as plain JSON (for the selector worker's protocol)."""
+    from dataclasses import asdict
+
+    return asdict(ctx)
+
+
+def context_from_json(data: dict[str, Any]) -> Context:
+    """The inverse of :func:`context_to_json`."""
+    fields: dict[str, Any] = dict(data)
+    events = tuple(Event(**e) for e in fields.pop("history", ()))
+    for key in ("op_labels", "op_mean", "op_count"):
+        fields[key] = tuple(fields.get(key, ()))
+    return Context(history=events, **fields)

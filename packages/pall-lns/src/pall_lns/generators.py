@@ -282,6 +282,7 @@ def generate(family: str, size: str, seed: int, out_dir: str | Path, fmt: str = 
         from pall_lns.instance import read_scip_model
 
         model = read_scip_model(path)
+        model.setProbName(name)  # else SCIP writes the reading path (a local path) into NAME
         mps = out / f"{name}.mps"
         model.writeProblem(str(mps), verbose=False)
         path.unlink()

@@ -25,7 +25,15 @@ import numpy as np
 
 from pall_lns.errors import PallError
 
-__all__ = ["FEAS_TOL", "SUFFIXES", "Instance", "import_scip", "read_instance", "read_scip_model"]
+__all__ = [
+    "FEAS_TOL",
+    "SUFFIXES",
+    "Instance",
+    "check_complete",
+    "import_scip",
+    "read_instance",
+    "read_scip_model",
+]
 
 SUFFIXES = (".lp", ".mps", ".lp.gz", ".mps.gz")
 #: Absolute+relative tolerance of the feasibility check (SCIP's default feastol is 1e-6).
@@ -42,18 +50,97 @@ def import_scip() -> Any:
         import pyscipopt
     except ImportError:
         raise PallError(
-            "solver SCIP is missing: PySCIPOpt is not installed (pip install 'pall-lns[scip]')"
+            "solver SCIP is missing: PySCIPOpt is not installed (a dependency of pall-lns: "
+            "pip install pyscipopt)"
         ) from None
     return pyscipopt
 
 
 def _check_path(path: str | Path) -> Path:
     p = Path(path)
+    if p.is_dir():
+        raise PallError(f"{p}: is a directory, not a model file")
     if not p.name.lower().endswith(SUFFIXES):
         raise PallError(f"{p}: unsupported model format (expected one of {', '.join(SUFFIXES)})")
     if not p.is_file():
         raise PallError(f"{p}: no such file")
     return p
+
+
+def _open_text(p: Path) -> Any:
+    import gzip
+
+    if p.name.lower().endswith(".gz"):
+        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
+    return open(p, encoding="utf-8", errors="replace")
+
+
+def _last_line(p: Path) -> str:
+    """The last line of ``p`` that is neither blank nor a comment (LP ``\\``, MPS ``*``)."""
+    if p.name.lower().endswith(".gz"):
+        with _open_text(p) as fh:
+            tail: list[str] = []
+            for line in fh:
+                if line.strip():
+                    tail = [line]
+            lines = tail
+    else:
+        with open(p, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 65536))
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    for line in reversed(lines):
+        text = line.strip()
+        if text and not text.startswith(("\\", "*")):
+            return text
+    return ""
+
+
+def check_complete(p: Path) -> None:
+    """Refuse a model file that ends before its end marker (``End`` for LP, ``ENDATA`` for
+    MPS). SCIP's readers accept such a file and return the part they got (a model cut inside
+    the objective, or missing a third of its rows), which would then be "solved" with a wrong
+    answer."""
+    lp = p.name.lower().endswith((".lp", ".lp.gz"))
+    marker = "end" if lp else "endata"
+    last = _last_line(p)
+    if last.lower() != marker:
+        shown = last[:40] + ("..." if len(last) > 40 else "")
+        raise PallError(
+            f"{p}: truncated model file: it ends with {shown!r}, not the "
+            f"{'End' if lp else 'ENDATA'} line its format requires"
+        )
+    if not lp:
+        _check_mps_rows(p)
+
+
+def _check_mps_rows(p: Path) -> None:
+    """Every row an MPS file's COLUMNS, RHS and RANGES sections name must be declared in ROWS
+    (SCIP warns and drops such an entry, which silently changes the model)."""
+    rows: set[str] = set()
+    section = ""
+    with _open_text(p) as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip() or line.startswith("*"):
+                continue
+            if not line[0].isspace():
+                section = line.split()[0].upper()
+                continue
+            fields = line.split()
+            if section == "ROWS" and len(fields) >= 2:
+                rows.add(fields[1])
+            elif section in ("COLUMNS", "RHS", "RANGES"):
+                if "'MARKER'" in fields:
+                    continue
+                # name, then (row, value) pairs; RHS/RANGES may omit the set name
+                pairs = fields[1:] if len(fields) % 2 == 1 else fields
+                for row in pairs[0::2]:
+                    if row not in rows:
+                        raise PallError(
+                            f"{p}: line {number}: {section} names row {row!r}, which ROWS does "
+                            "not declare"
+                        )
 
 
 def read_scip_model(path: str | Path, *, quiet: bool = True) -> Any:
@@ -65,13 +152,29 @@ def read_scip_model(path: str | Path, *, quiet: bool = True) -> Any:
         model.hideOutput()
     model.setIntParam("parallel/maxnthreads", 1)
     model.setIntParam("lp/threads", 1)
-    try:
-        model.readProblem(str(p))
-    except Exception as exc:  # SCIP raises a bare Exception/OSError on parse errors
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise PallError(f"{p}: cannot read model ({msg})") from None
+    import tempfile
+
+    with tempfile.TemporaryFile() as err:
+        try:
+            with _redirect_fd(2, err.fileno()):  # SCIP prints reader errors on fd 2
+                model.readProblem(str(p))
+        except Exception as exc:  # SCIP raises a bare Exception/OSError on parse errors
+            err.seek(0)
+            said = [
+                line.split("ERROR:", 1)[1].strip()
+                for line in err.read().decode("utf-8", errors="replace").splitlines()
+                if "ERROR:" in line and "Error <" not in line
+            ]
+            msg = said[0] if said else (str(exc).splitlines()[0] if str(exc) else "")
+            raise PallError(f"{p}: cannot read model ({msg or type(exc).__name__})") from None
     if model.getNVars() == 0:
         raise PallError(f"{p}: the model has no variables")
+    if model.getNConss() == 0:
+        raise PallError(
+            f"{p}: SCIP read no constraints (a truncated or malformed file?); pall-lns needs a "
+            "MILP with at least one constraint"
+        )
+    check_complete(p)
     return model
 
 
@@ -279,17 +382,24 @@ def read_instance(path: str | Path, model: Any | None = None) -> Instance:
 
 
 @contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """Silence file descriptor 1 (C/C++ output that bypasses ``sys.stdout``) for a block."""
-    sys.stdout.flush()
-    saved = os.dup(1)
+def _redirect_fd(fd: int, target: int) -> Iterator[None]:
+    """Point file descriptor ``fd`` (C/C++ output that bypasses ``sys.stdout``/``stderr``) at
+    ``target`` for a block."""
+    (sys.stdout if fd == 1 else sys.stderr).flush()
+    saved = os.dup(fd)
     try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            yield
+        os.dup2(target, fd)
+        yield
     finally:
-        os.dup2(saved, 1)
+        os.dup2(saved, fd)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Silence file descriptor 1 for a block."""
+    with open(os.devnull, "w") as null, _redirect_fd(1, null.fileno()):
+        yield
 
 
 _Matrix = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]

@@ -18,7 +18,9 @@ before it becomes the incumbent, so the solver never returns an unchecked soluti
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,8 +63,14 @@ class LnsConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.time_limit > 0:
-            raise PallError(f"--time-limit {self.time_limit:g}: must be positive")
+        if not (math.isfinite(self.time_limit) and self.time_limit > 0):
+            raise PallError(
+                f"--time-limit {self.time_limit:g}: must be a finite number of seconds above 0"
+            )
+        if not (math.isfinite(self.submip_time) and self.submip_time >= 0):
+            raise PallError(
+                f"--submip-time {self.submip_time:g}: must be a finite number of seconds >= 0"
+            )
         if not 0 < self.init_frac < 1:
             raise PallError(f"init_frac {self.init_frac}: must be in (0, 1)")
         if not 0 <= self.init_root_frac < 1:
@@ -114,6 +122,9 @@ def oracle_reward(f_t: float, f_o: float, seconds: float, eps: float = 1e-9) -> 
 class _Search:
     """Mutable LNS state shared by the loop and the hindsight oracle."""
 
+    #: Earlier incumbents kept for crossover and DINS (SCIP's crossover uses 3 solutions).
+    POOL = 3
+
     def __init__(
         self, path: str | Path, ops: list[OperatorSpec], cfg: LnsConfig, t0: float
     ) -> None:
@@ -134,6 +145,7 @@ class _Search:
         self.stagnation = 0
         self.iteration = 0
         self.x: np.ndarray | None = None
+        self.pool: list[np.ndarray] = []
         self.act: np.ndarray | None = None  # A x of the incumbent, updated on acceptance
         self.f = np.inf
         self.x_lp: np.ndarray | None = None
@@ -190,11 +202,12 @@ class _Search:
     def try_op(self, op: int, tau: float) -> tuple[Any, float]:
         """Run operator ``op`` from the current incumbent; returns (result, seconds)."""
         assert self.x is not None
-        nb = neighbourhood(
-            self.ops[op], self.inst, State(self.x, self.x_lp), self.rng, round(self.k)
-        )
+        state = State(self.x, self.x_lp, tuple(self.pool))
+        nb = neighbourhood(self.ops[op], self.inst, state, self.rng, round(self.k))
         t = time.perf_counter()
-        res = self.solver.solve(nb.free, self.x, tau, nb.hamming, self.act)
+        res = self.solver.solve(
+            nb.free, self.x, tau, nb.hamming, self.act, fix_to=nb.fix_to, proximity=nb.proximity
+        )
         if res.x is not None:
             # Checked against the original model: the rows touched by the change (the rest
             # keep the incumbent's checked activity), so the check costs what the change does.
@@ -212,6 +225,8 @@ class _Search:
         if improved:
             denom = f_old - self.dual if np.isfinite(self.dual) else abs(f_old)
             closed = (f_old - res.obj) / max(denom, 1e-9)
+            if self.x is not None:
+                self.pool = ([*self.pool, self.x])[-self.POOL :]
             self.x, self.f, self.act = res.x, res.obj, res.act
             self.timeline.append((self.now(), self.f))
             self.stagnation = 0
@@ -251,16 +266,30 @@ def run_lns(
     best checked solution is returned with ``interrupted=True``.
     """
     t0 = time.perf_counter() if t0 is None else t0
-    s = _Search(path, ops, cfg, t0)
-    writer = JsonlWriter(trajectory, fsync=False) if trajectory else None
     asel: AsyncSelector | None = None
-    fallbacks = 0
+    startup_s = 0.0
     bandit_fallback = UCBSelector(len(ops), seed=cfg.seed)
+    if cfg.async_select:
+        # The worker (and an LM it loads) starts outside the budget: the clock is moved on by
+        # its start-up, which is reported (stats["worker_startup_s"]).
+        ts = time.perf_counter()
+        asel = AsyncSelector(selector, len(ops), cfg.deadline, bandit_fallback)
+        startup_s = time.perf_counter() - ts
+        t0 += startup_s
+    try:
+        s = _Search(path, ops, cfg, t0)
+    except BaseException:
+        if asel is not None:
+            asel.close()  # the model was bad, not the worker: it serves the next run
+        raise
+    clean = False
+    writer = JsonlWriter(trajectory, fsync=False) if trajectory else None
+    fallbacks = 0
+    decide_s = 0.0
     interrupted = False
     submip_s = loop_s = init_end = 0.0
     try:
-        if cfg.async_select:
-            asel = AsyncSelector(selector, len(ops), cfg.deadline, bandit_fallback)
+        if asel is not None:
             asel.submit(s.context())  # the first choice is made during the initial SCIP run
         s.start()
         interrupted = s.solver.interrupted
@@ -279,7 +308,9 @@ def run_lns(
             ctx = s.context()
             used_fallback = False
             if asel is None:
+                td = time.perf_counter()
                 op = selector.select(ctx)
+                decide_s += time.perf_counter() - td
             else:
                 answer = asel.collect()
                 if answer is None or not 0 <= answer < len(ops):
@@ -298,7 +329,7 @@ def run_lns(
             submip_s += res.solve_s
             interrupted = s.solver.interrupted
             r_b, improved = s.apply(op, res, seconds, tau)
-            (bandit_fallback if asel is not None else selector).update(ctx, op, r_b)
+            (asel if asel is not None else selector).update(ctx, op, r_b)
             if improved and on_improve:
                 on_improve(Progress(s.now(), s.inst.sense * s.f, s.iteration, s.ops[op].label))
             if writer:
@@ -320,11 +351,18 @@ def run_lns(
                     }
                 )
         loop_s = s.now() - loop_start
+        clean = True
     except KeyboardInterrupt:
         interrupted = True
     finally:
         if asel is not None:
-            asel.close()
+            asel.close(keep=clean)  # after a failure the worker is stopped, not reused
+            if fallbacks:
+                warnings.warn(
+                    f"{s.inst.name}: the selector worker missed its deadline in {fallbacks} of "
+                    f"{s.iteration} iterations; the fallback bandit chose there",
+                    stacklevel=2,
+                )
     if s.x is not None:  # final check against the original model before anything is returned
         bad, what = s.inst.violation(s.x)
         if bad > 1e-6:
@@ -348,6 +386,10 @@ def run_lns(
             "config": asdict(cfg),
             "submip_breakdown_s": dict(s.solver.breakdown),
             "init_end_s": init_end,
+            "worker_startup_s": startup_s,
+            "worker_cpu_s": asel.worker_cpu_s if asel is not None else 0.0,
+            "decision_s": (float(sum(asel.latencies)) if asel is not None else decide_s),
+            "decisions": (len(asel.latencies) if asel is not None else s.iteration),
         },
     )
     if writer:

@@ -15,7 +15,17 @@ variables, scaled by the operator's own ``size`` parameter. Families (notes sect
   and the sub-MIP gets ``sum_{j in F} |x_j - x_inc_j| <= k``;
 - ``scored``: the parametrised scoring family ``s_i = w1 |x_lp,i - x_inc,i| + w2 c~_i +
   w3 deg~_i + w4 u_i`` (``c~``, ``deg~`` objective and degree scaled to [0, 1], ``u`` uniform
-  noise), freeing the top ``k``; LLM-LNS's evolved ``select_neighborhood`` has this shape.
+  noise), freeing the top ``k``; LLM-LNS's evolved ``select_neighborhood`` has this shape;
+- ``rens`` (Berthold 2014): the integer variables whose root-LP value is fractional are free
+  (the ``k`` most fractional), every other integer variable is fixed to its *rounded LP value*,
+  not the incumbent's; falls back to ``rins`` without an LP point;
+- ``crossover`` (SCIP's crossover heuristic): the variables on which the incumbent and an
+  earlier incumbent of the run disagree are free, topped up at random to ``k``; falls back to
+  ``random`` while there is only one incumbent;
+- ``dins`` (Ghosh 2007, with the root LP for the node LP): free where ``|x_lp - x_inc| >= 0.5``
+  and, for binaries, where the last two incumbents disagree, topped up at random;
+- ``proximity`` (Fischetti & Monaci 2014): a BFS region of ``k`` variables whose sub-MIP
+  minimises the Hamming distance to the incumbent subject to ``c x <= f(x_inc) - delta |f|``.
 
 All are vectorised over numpy arrays (BFS expands whole frontiers through CSR/CSC slices).
 """
@@ -32,7 +42,18 @@ from pall_lns.instance import Instance
 
 __all__ = ["FAMILIES", "Neighbourhood", "OperatorSpec", "State", "default_pool", "neighbourhood"]
 
-FAMILIES = ("random", "block", "bfs", "rins", "localbranch", "scored")
+FAMILIES = (
+    "random",
+    "block",
+    "bfs",
+    "rins",
+    "localbranch",
+    "scored",
+    "rens",
+    "crossover",
+    "dins",
+    "proximity",
+)
 
 #: Parameter defaults and search ranges (low, high) per family, used by ``pall evolve``.
 PARAM_SPACE: dict[str, dict[str, tuple[float, float, float]]] = {
@@ -48,6 +69,10 @@ PARAM_SPACE: dict[str, dict[str, tuple[float, float, float]]] = {
         "w3": (0.0, -1.0, 1.0),
         "w4": (0.5, 0.0, 1.0),
     },
+    "rens": {"size": (1.0, 0.3, 3.0)},
+    "crossover": {"size": (1.0, 0.3, 3.0)},
+    "dins": {"size": (1.0, 0.3, 3.0)},
+    "proximity": {"size": (1.0, 0.3, 3.0), "delta": (0.001, 0.0001, 0.02)},
 }
 
 
@@ -90,16 +115,23 @@ def default_pool() -> list[OperatorSpec]:
 
 @dataclass
 class State:
-    """What operators may look at: incumbent and root-LP point (None when SCIP solved no LP)."""
+    """What operators may look at: incumbent, root-LP point (None when SCIP solved no LP) and
+    the run's earlier incumbents (newest last, the current one excluded)."""
 
     x: np.ndarray
     x_lp: np.ndarray | None = None
+    previous: tuple[np.ndarray, ...] = ()
 
 
 @dataclass(frozen=True)
 class Neighbourhood:
+    """Free integer variables and what else the sub-MIP needs: a local-branching radius, the
+    values to fix the others to (RENS; default the incumbent), a proximity ``delta``."""
+
     free: np.ndarray
     hamming: int | None = None
+    fix_to: np.ndarray | None = None
+    proximity: float | None = None
 
 
 def _cap(rng: np.random.Generator, idx: np.ndarray, k: int) -> np.ndarray:
@@ -207,6 +239,33 @@ def neighbourhood(
     elif fam == "localbranch":
         region = int(np.clip(round(kk * spec.get("radius_factor")), 1, n_int))
         return Neighbourhood(np.sort(_bfs(inst, rng, region)), hamming=max(1, kk))
+    elif fam == "rens":
+        if state.x_lp is None:
+            return neighbourhood(OperatorSpec("rins", {"size": spec.get("size")}), inst, state,
+                                 rng, k)  # fmt: skip
+        ii = inst.int_idx
+        frac = np.abs(state.x_lp[ii] - np.round(state.x_lp[ii]))
+        order = np.argsort(-frac, kind="stable")
+        chosen = ii[order[: min(kk, int(np.count_nonzero(frac > 1e-6)))]]
+        fix_to = np.clip(np.round(state.x_lp), inst.lb, inst.ub)
+        return Neighbourhood(np.sort(chosen.astype(np.int64)), fix_to=fix_to)
+    elif fam == "crossover":
+        if not state.previous:
+            free = _cap(rng, inst.int_idx, kk)
+        else:
+            ii = inst.int_idx
+            differ = ii[state.previous[-1][ii] != state.x[ii]]
+            free = _top_up(rng, inst, _cap(rng, differ, kk), kk)
+    elif fam == "dins":
+        ii = inst.int_idx
+        far = np.zeros(ii.size, dtype=bool)
+        if state.x_lp is not None:
+            far |= np.abs(state.x_lp[ii] - state.x[ii]) >= 0.5
+        if state.previous:
+            far |= state.previous[-1][ii] != state.x[ii]
+        free = _top_up(rng, inst, _cap(rng, ii[far], kk), kk)
+    elif fam == "proximity":
+        return Neighbourhood(np.sort(_bfs(inst, rng, kk)), proximity=spec.get("delta"))
     else:
         free = _scores(inst, state, spec, rng, kk)
     return Neighbourhood(np.sort(free.astype(np.int64)))

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pall_lns.context import context_to_json
 from pall_lns.errors import PallError
 from pall_lns.lns import LnsConfig, _Search
 from pall_lns.operators import OperatorSpec
@@ -69,8 +70,11 @@ def collect(
                 writer.write(
                     {
                         "instance": Path(path).name,
+                        "state": n,
+                        "context": context_to_json(ctx),
                         "features": ctx.features().tolist(),
                         "prompt": ctx.prompt(),
+                        "text": ctx.text(),
                         "rewards": rewards,
                         "label": best,
                     }
@@ -82,8 +86,21 @@ def collect(
 
 
 def load_records(path: str | Path) -> list[dict[str, Any]]:
+    """Oracle records; ``features`` and ``prompt`` are rebuilt from ``context`` where a record
+    carries only that (the shipped records do, to stay small)."""
+    from pall_lns.context import context_from_json
+
+    if Path(path).is_dir():
+        raise PallError(f"{path}: is a directory, not a JSONL file")
     records = read_jsonl(path)
     for i, r in enumerate(records):
+        if "context" in r and ("features" not in r or "prompt" not in r):
+            try:
+                ctx = context_from_json(r["context"])
+            except (TypeError, ValueError) as exc:
+                raise PallError(f"{path}: line {i + 1}: field 'context': {exc}") from None
+            r.setdefault("features", ctx.features().tolist())
+            r.setdefault("prompt", ctx.prompt())
         for key in ("features", "rewards", "label"):
             if key not in r:
                 raise PallError(f"{path}: line {i + 1}: field {key!r} is missing")

@@ -49,10 +49,15 @@ def reduce(
     x_inc: np.ndarray,
     act: np.ndarray | None = None,
     tol: float = 1e-9,
+    *,
+    keep_loose: bool = False,
 ) -> Reduced:
     """The reduced sub-MIP of ``inst`` where variables outside ``free_mask`` equal ``x_inc``.
 
-    ``act = A x_inc`` (kept by the LNS loop) spares the full product; without it one is made."""
+    ``act = A x_inc`` (kept by the LNS loop) spares the full product; without it one is made.
+    ``keep_loose``: free variables in no kept row stay in the sub-MIP (as variables without
+    rows) instead of being set to their best bound here; a local-branching row must count
+    them, or they would move outside its Hamming ball."""
     free = np.flatnonzero(free_mask)
     if act is None:
         act = inst.activity(x_inc)
@@ -81,6 +86,10 @@ def reduce(
     # Free variables in no kept row: their best bound is optimal (objective only).
     x_base = x_inc.copy()
     loose = free[~col_mask[free]]
+    if keep_loose:
+        col_mask[loose] = True
+        cols = np.flatnonzero(col_mask)
+        loose = loose[:0]
     c = inst.c[loose]
     best = np.where(c > 0, inst.lb[loose], np.where(c < 0, inst.ub[loose], x_inc[loose]))
     x_base[loose] = np.where(np.isfinite(best), best, x_inc[loose])
@@ -150,30 +159,47 @@ class LpText:
         return np.array(self._hdr[:k], dtype=object)
 
     def model(
-        self, red: Reduced, x_inc: np.ndarray | None = None, hamming: int | None = None
+        self,
+        red: Reduced,
+        x_inc: np.ndarray | None = None,
+        hamming: int | None = None,
+        proximity_cutoff: float | None = None,
     ) -> str:
         """The LP text of ``red`` (minimisation). With ``hamming`` (and ``x_inc``), the
         local-branching row ``sum_{x_inc=0} x_j - sum_{x_inc=1} x_j <= hamming - |ones|`` over
-        the sub-MIP's binaries is added."""
+        the sub-MIP's binaries is added. With ``proximity_cutoff`` (and ``x_inc``), the
+        objective is that distance instead (its constant ``|ones|`` dropped) and the row
+        ``sum_j c_j x_j <= proximity_cutoff`` keeps only improving solutions."""
         inst, cols = self.inst, red.cols
         parts: list[np.ndarray] = [np.array(["Minimize\n obj:\n"], dtype=object)]
         nzc = cols[inst.c[cols] != 0]
         if nzc.size == 0 and cols.size:
             nzc = cols[:1]
-        obj = np.empty(2 * nzc.size, dtype=object)
-        obj[0::2], obj[1::2] = self.obj[nzc], self.name_nl[nzc]
+        b = cols[self.binary[cols]]
+        if proximity_cutoff is not None and x_inc is not None and b.size:
+            obj = np.empty(2 * b.size, dtype=object)
+            obj[0::2] = np.where(x_inc[b] > 0.5, " - 1 ", " + 1 ")
+            obj[1::2] = self.name_nl[b]
+        else:
+            obj = np.empty(2 * nzc.size, dtype=object)
+            obj[0::2], obj[1::2] = self.obj[nzc], self.name_nl[nzc]
+            proximity_cutoff = None
         parts += [obj, np.array(["Subject To\n"], dtype=object)]
         parts.append(self._rows(red))
-        if hamming is not None and x_inc is not None:
-            b = cols[self.binary[cols]]
-            if b.size:
-                ones = x_inc[b] > 0.5
-                row = np.empty(2 * b.size + 3, dtype=object)
-                row[0] = " pall_local_branching:\n"
-                row[1:-2:2] = np.where(ones, " - 1 ", " + 1 ")
-                row[2:-2:2] = self.name_nl[b]
-                row[-2], row[-1] = " <= ", _line(float(hamming - int(ones.sum())))
-                parts.append(row)
+        if proximity_cutoff is not None:
+            row = np.empty(2 * nzc.size + 3, dtype=object)
+            row[0] = " pall_proximity_cutoff:\n"
+            row[1:-2:2], row[2:-2:2] = self.obj[nzc], self.name_nl[nzc]
+            row[-2], row[-1] = " <= ", _line(float(proximity_cutoff))
+            parts.append(row)
+        if hamming is not None and x_inc is not None and b.size:
+            ones = x_inc[b] > 0.5
+            row = np.empty(2 * b.size + 3, dtype=object)
+            row[0] = " pall_local_branching:\n"
+            row[1:-2:2] = np.where(ones, " - 1 ", " + 1 ")
+            row[2:-2:2] = self.name_nl[b]
+            row[-2], row[-1] = " <= ", _line(float(hamming - int(ones.sum())))
+            parts.append(row)
         other = cols[~self.binary[cols]]
         parts += [np.array(["Bounds\n"], dtype=object), self.bound[other]]
         bins = cols[self.binary[cols]]
@@ -189,6 +215,8 @@ class LpText:
         """Constraint tokens: per output row ``[header, (coef, name) x cnt, sense, rhs]``; a
         ranged row (both sides finite and different) is written twice, once per side."""
         lo, hi = red.lo, red.hi
+        if lo.size == 0:  # every row dropped (a proximity or local-branching sub-MIP keeps its
+            return np.zeros(0, dtype=object)  # variables and adds its own row)
         flo, fhi = np.isfinite(lo), np.isfinite(hi)
         two = flo & fhi & (lo != hi)
         out_row = np.repeat(np.arange(lo.size), 1 + two.astype(np.int64))
@@ -213,17 +241,25 @@ class LpText:
         out[pos + 1] = self.name_nl[self.inst.indices[nz]]
         return out
 
-    def write(self, red: Reduced, x_inc: np.ndarray, hamming: int | None = None) -> tuple[str, str]:
-        """Write the sub-MIP and the warm start (``x_inc`` on its variables) to temporary files
-        and return both paths (the caller deletes them)."""
+    def write(
+        self,
+        red: Reduced,
+        x_inc: np.ndarray,
+        hamming: int | None = None,
+        *,
+        proximity_cutoff: float | None = None,
+        warm: bool = True,
+    ) -> tuple[str, str]:
+        """Write the sub-MIP and the warm start (``x_inc`` on its variables; empty without
+        ``warm``) to temporary files and return both paths (the caller deletes them)."""
         cols = red.cols
-        nzv = cols[x_inc[cols] != 0]
+        nzv = cols[x_inc[cols] != 0] if warm else cols[:0]
         sol = np.empty(2 * nzv.size, dtype=object)
         sol[0::2] = self.name_sp[nzv]
         sol[1::2] = _tokens(x_inc[nzv], _line)
         paths = []
         for suffix, text in (
-            (".lp", self.model(red, x_inc, hamming)),
+            (".lp", self.model(red, x_inc, hamming, proximity_cutoff)),
             (".sol", "".join(sol.tolist())),
         ):
             fd, path = tempfile.mkstemp(prefix="pall-sub-", suffix=suffix)

@@ -4,6 +4,7 @@
 - :class:`FixedSelector`: always one operator (the "best single operator" baseline);
 - :class:`UCBSelector`: the UCB1 bandit of SCIP's ALNS heuristic (``heur_alns.c``) with its
   reward: ``r = eta * 1[improved] + (1 - eta) * closed_gap``, scaled down by effort;
+  :class:`Exp3Selector` and :class:`EpsilonGreedySelector`, its other two bandits;
 - :class:`LearnedSelector`: softmax policy ``p(o | ctx) = softmax(W phi(ctx))_o`` trained on
   hindsight-oracle labels (:mod:`pall_lns.train`), shipped as JSON weights;
 - :class:`LLMSelector`: any paperstack ``ChatModel`` (or a ``str -> str`` callable) reading
@@ -30,6 +31,8 @@ from pall_lns.operators import OperatorSpec
 
 __all__ = [
     "DEFAULT_SELECTOR",
+    "EpsilonGreedySelector",
+    "Exp3Selector",
     "FixedSelector",
     "LLMSelector",
     "LearnedSelector",
@@ -64,6 +67,7 @@ class RandomSelector:
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
+        self.seed = int(seed)
         self.rng = np.random.default_rng(seed)
 
     def select(self, ctx: Context) -> int:
@@ -88,7 +92,26 @@ class FixedSelector:
         return None
 
 
-class UCBSelector:
+class _MeanBandit:
+    """Per-operator reward counts and sums, and the rule every SCIP ALNS bandit starts with:
+    each operator is tried once before any is preferred."""
+
+    def __init__(self, n_ops: int, seed: int) -> None:
+        self.n = np.zeros(n_ops)
+        self.s = np.zeros(n_ops)
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(seed)
+
+    def untried(self) -> int | None:
+        idle = np.flatnonzero(self.n == 0)
+        return int(self.rng.choice(idle)) if idle.size else None
+
+    def update(self, ctx: Context, op: int, reward: float) -> None:
+        self.n[op] += 1
+        self.s[op] += reward
+
+
+class UCBSelector(_MeanBandit):
     """UCB1: ``argmax_o mean_o + c sqrt(2 ln t / n_o)``, every arm tried once first.
 
     Rewards are :func:`alns_reward` values (in [0, 1]), passed by the LNS loop as ``reward``.
@@ -97,22 +120,65 @@ class UCBSelector:
     name = "bandit"
 
     def __init__(self, n_ops: int, c: float = 0.3, seed: int = 0) -> None:
+        super().__init__(n_ops, seed)
         self.c = c
-        self.n = np.zeros(n_ops)
-        self.s = np.zeros(n_ops)
-        self.rng = np.random.default_rng(seed)
 
     def select(self, ctx: Context) -> int:
-        untried = np.flatnonzero(self.n == 0)
-        if untried.size:
-            return int(self.rng.choice(untried))
+        first = self.untried()
+        if first is not None:
+            return first
         t = self.n.sum()
         ucb = self.s / self.n + self.c * np.sqrt(2.0 * math.log(t) / self.n)
         return int(np.argmax(ucb))
 
+
+class EpsilonGreedySelector(_MeanBandit):
+    """epsilon-greedy (one of SCIP ALNS's bandits, ``heur_alns.c``): with probability ``eps``
+    a uniformly random operator, else the best running mean reward; untried ones first."""
+
+    name = "egreedy"
+
+    def __init__(self, n_ops: int, eps: float = 0.1, seed: int = 0) -> None:
+        if not 0.0 <= eps <= 1.0:
+            raise PallError(f"epsilon {eps}: must be in [0, 1]")
+        super().__init__(n_ops, seed)
+        self.eps = eps
+
+    def select(self, ctx: Context) -> int:
+        first = self.untried()
+        if first is not None:
+            return first
+        if self.rng.random() < self.eps:
+            return int(self.rng.integers(0, self.n.size))
+        return int(np.argmax(self.s / self.n))
+
+
+class Exp3Selector:
+    """EXP3 (Auer et al. 2002; SCIP ALNS's 'e'): ``p_o = (1 - gamma) w_o / sum w + gamma / K``,
+    and after reward ``r`` of the chosen ``o``: ``w_o *= exp(gamma r / (K p_o))``, the
+    importance-weighted estimate that keeps the bandit unbiased against adversarial rewards."""
+
+    name = "exp3"
+
+    def __init__(self, n_ops: int, gamma: float = 0.07, seed: int = 0) -> None:
+        if not 0.0 < gamma <= 1.0:
+            raise PallError(f"gamma {gamma}: must be in (0, 1]")
+        self.gamma = gamma
+        self.log_w = np.zeros(n_ops)
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(seed)
+
+    def probabilities(self) -> np.ndarray:
+        w = np.exp(self.log_w - self.log_w.max())
+        k = self.log_w.size
+        return (1.0 - self.gamma) * w / w.sum() + self.gamma / k
+
+    def select(self, ctx: Context) -> int:
+        return int(self.rng.choice(self.log_w.size, p=self.probabilities()))
+
     def update(self, ctx: Context, op: int, reward: float) -> None:
-        self.n[op] += 1
-        self.s[op] += reward
+        p = self.probabilities()[op]
+        self.log_w[op] += self.gamma * float(reward) / (self.log_w.size * p)
 
 
 class LearnedSelector:

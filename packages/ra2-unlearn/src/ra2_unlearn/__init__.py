@@ -3,7 +3,7 @@
 RA^2 moves forget-token hidden states at layer l toward kernel-weighted nearby retain
 representations (not RMU's random direction) while matching every higher layer on retain
 data. Torch-dependent parts import lazily, so ``import ra2_unlearn`` and ``ra2 --help`` are
-instant and work without the ``torch`` extra.
+instant.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from ra2_unlearn.config import METHODS, UnlearnConfig
 from ra2_unlearn.errors import UnlearnError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "METHODS",

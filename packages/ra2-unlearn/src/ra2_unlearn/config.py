@@ -65,9 +65,18 @@ class UnlearnConfig:
     max_anchors: int = 20000
     #: RA^2: weight of KL(p_ref || p_theta) on retain logits (0 = off, the abstract's "optional").
     retain_kl: float = 0.0
-    #: Forget loss positions: ``all`` non-pad tokens of a forget example (RMU's choice), or
-    #: ``answer`` (the labelled tokens and the one position before them).
+    #: Forget loss positions of RMU (and of RA^2 with ``attract="all"``): ``all`` non-pad
+    #: tokens of a forget example (RMU's choice), or ``answer`` (the labelled tokens and the
+    #: one position before them).
     forget_tokens: Literal["all", "answer"] = "all"
+    #: RA^2: which forget positions are attracted. ``carrying``: those whose frozen-model
+    #: prediction is the forgotten next token (the states that recall the answer), exact twins
+    #: of a retain state left to the retain loss; ``all``: every ``forget_tokens`` position,
+    #: twins included (0.1's behaviour, kept as an ablation).
+    attract: Literal["carrying", "all"] = "carrying"
+    #: RA^2: exclude anchors whose support (the frozen model's next token there) is the
+    #: forgotten token of the position (False: 0.1's unfiltered kNN, an ablation).
+    exclude_support: bool = True
     #: Extra keyword arguments kept in the manifest (free-form notes).
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -97,6 +106,8 @@ class UnlearnConfig:
         for name in ("alpha", "steering_coeff", "npo_beta", "simnpo_beta", "retain_kl"):
             if getattr(self, name) < 0 or (name.endswith("beta") and getattr(self, name) == 0):
                 raise UnlearnError(f"{name} {getattr(self, name)}: out of range")
+        if self.attract not in ("carrying", "all"):
+            raise UnlearnError(f"attract {self.attract!r}: not one of carrying, all")
         if self.forget_tokens not in ("all", "answer"):
             raise UnlearnError(f"forget_tokens {self.forget_tokens!r}: not one of all, answer")
 

@@ -19,26 +19,28 @@ import os
 import random
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch.utils.data import Dataset
 
 from paperstack.tasks import DOMAINS, Example, FactWorld
-from paperstack.tasks.facts import TRAIN_TEMPLATES
+from paperstack.tasks.facts import TRAIN_TEMPLATES, Fact
 from ra2_unlearn.errors import UnlearnError
 
 __all__ = [
     "Encoded",
     "FactSplits",
+    "FactWorldWithout",
     "ForgetRetainCollator",
     "ForgetRetainDataset",
     "check_vocabulary_overlap",
     "encode",
     "fact_splits",
     "load_mc_jsonl",
+    "load_text_corpus",
 ]
 
 
@@ -64,11 +66,18 @@ def encode(tokenizer: Any, examples: Sequence[Example], max_length: int = 256) -
     """Chat-format ``examples`` (prompt as the user turn, answer + EOS as the reply).
 
     Labels cover the answer and EOS only: the NLL-based baselines (GA, NPO, SimNPO) act on
-    what the model says, the latent methods read every token's state.
+    what the model says, the latent methods read every token's state. A raw-text passage
+    (``meta["raw"]``, from :func:`load_text_corpus`) is encoded as plain text with every token
+    a target, as the WMDP RMU code trains on its forget corpus (truncated at ``max_length``).
     """
     out = []
     eos = tokenizer.eos_token or ""
     for ex in examples:
+        if ex.meta.get("raw"):  # a corpus passage: plain text, every token is a target
+            ids = list(tokenizer(ex.answer + eos, add_special_tokens=False)["input_ids"])
+            ids = ids[:max_length]
+            out.append(Encoded(ids, list(ids), 0))
+            continue
         prompt = _chat_prompt(tokenizer, ex.prompt)
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         a_ids = tokenizer(ex.answer + eos, add_special_tokens=False)["input_ids"]
@@ -145,6 +154,28 @@ class ForgetRetainCollator:
 
 
 @dataclass(frozen=True)
+class FactWorldWithout(FactWorld):
+    """The fact world with some facts never shown: the *retain model* of TOFU's forget
+    quality (a model trained on everything but the forget set) is trained on this.
+
+    ``without`` lists ``(entity, attribute)`` pairs; :meth:`facts` (and so ``generate``, which
+    draws from it) leaves them out, everything else is the world of the same
+    ``(n_entities, world_seed)``.
+    """
+
+    name: ClassVar[str] = "facts-without"
+    without: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "without", tuple(sorted(tuple(p) for p in self.without)))
+
+    def facts(self, domains: Sequence[str] | None = None) -> list[Fact]:
+        gone = set(self.without)
+        return [f for f in super().facts(domains) if (f.entity, f.attribute) not in gone]
+
+
+@dataclass(frozen=True)
 class FactSplits:
     """The demo's data: training sets and evaluation questions (all QA form)."""
 
@@ -155,6 +186,16 @@ class FactSplits:
     adjacent: list[Example]
     retain: list[Example]
     retain_eval: list[Example]
+    #: Forget-domain questions about entities the model never saw (the non-members of the
+    #: membership-inference attacks): the same world grown by ``n_holdout`` entities.
+    holdout: list[Example] = field(default_factory=list)
+
+    def retain_world(self) -> FactWorldWithout:
+        """The world minus the forget facts: what the retain model of forget quality learns."""
+        pairs = sorted({(e.meta["entity"], e.meta["attribute"]) for e in self.forget})
+        return FactWorldWithout(
+            n_entities=self.world.n_entities, world_seed=self.world.world_seed, without=tuple(pairs)
+        )
 
     @property
     def chance(self) -> float:
@@ -180,12 +221,14 @@ def fact_splits(
     n_forget: int = 12,
     n_retain_train: int | None = None,
     split_seed: int = 0,
+    n_holdout: int = 0,
 ) -> FactSplits:
     """Split ``world`` by entity into forget / retain-train / retain-eval (see module doc).
 
     Entities are assigned by a seeded shuffle independent of the world; the remaining
     entities after the forget ones are halved between retain-train and retain-eval unless
-    ``n_retain_train`` says otherwise.
+    ``n_retain_train`` says otherwise. ``n_holdout`` entities beyond the world give the
+    never-trained questions of :attr:`FactSplits.holdout`.
     """
     if forget_domain not in DOMAINS:
         raise UnlearnError(f"forget_domain {forget_domain!r}: not one of {', '.join(DOMAINS)}")
@@ -207,7 +250,17 @@ def fact_splits(
         adjacent=_questions(world, forget_e, others),
         retain=_questions(world, rest[:n_rt], list(DOMAINS)),
         retain_eval=_questions(world, rest[n_rt:], list(DOMAINS)),
+        holdout=_holdout(world, forget_domain, n_holdout),
     )
+
+
+def _holdout(world: FactWorld, domain: str, n: int) -> list[Example]:
+    """Questions in ``domain`` about ``n`` entities added after the world's own (never seen in
+    training: the world's entities and values are a prefix of any larger world's)."""
+    if n <= 0:
+        return []
+    bigger = FactWorld(n_entities=world.n_entities + n, world_seed=world.world_seed)
+    return _questions(bigger, bigger.entities[world.n_entities :], [domain])
 
 
 def load_mc_jsonl(path: str | os.PathLike[str], task: str = "mc") -> list[Example]:
@@ -243,4 +296,54 @@ def load_mc_jsonl(path: str | os.PathLike[str], task: str = "mc") -> list[Exampl
         out.append(Example(task, f"{question} {options}", letters[answer], meta))
     if not out:
         raise UnlearnError(f"{p}: no questions (empty file)")
+    return out
+
+
+def load_text_corpus(
+    path: str | os.PathLike[str], field: str = "text", min_chars: int = 1
+) -> list[Example]:
+    """A raw-text corpus, the form WMDP's RMU trains on (``bio-forget-corpus.jsonl``).
+
+    ``.jsonl``: one object per line with a ``text`` field (WMDP's forget and retain corpora;
+    other fields such as ``title`` or ``doi`` are kept in ``meta``). Any other file: plain text,
+    one passage per block of lines separated by a blank line. Passages shorter than
+    ``min_chars`` are dropped (the WMDP code keeps those longer than 50 characters). Each
+    passage becomes an :class:`Example` with ``meta["raw"]`` set, which :func:`encode` turns
+    into plain text with every token a target.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise UnlearnError(f"{p}: is a directory; name a corpus file (.jsonl or .txt)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UnlearnError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UnlearnError(f"{p}: not UTF-8 text") from None
+    passages: list[tuple[str, dict[str, Any]]] = []
+    if p.suffix == ".jsonl":
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                body = obj[field]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise UnlearnError(
+                    f"{p}:{n}: not an object with a {field!r} field ({type(exc).__name__})"
+                ) from None
+            if not isinstance(body, str):
+                raise UnlearnError(f"{p}:{n}: field {field!r} is not a string")
+            extra = {k: v for k, v in obj.items() if k != field and isinstance(v, (str, int))}
+            passages.append((body, {**extra, "line": n}))
+    else:
+        for block in text.split("\n\n"):
+            passages.append((block, {}))
+    out = [
+        Example("corpus", "", body.strip(), {**meta, "raw": True, "source": str(p)})
+        for body, meta in passages
+        if len(body.strip()) >= max(1, min_chars)
+    ]
+    if not out:
+        raise UnlearnError(f"{p}: no passages (empty file, or all shorter than {min_chars})")
     return out

@@ -1,50 +1,88 @@
-"""The reproduction: RA^2 and every baseline on the fact world, matched steps, several seeds.
+"""The reproduction: RA^2 and every baseline on the fact world, at matched forget levels.
 
 A tiny Llama-style model that recalls every fact of :class:`paperstack.tasks.FactWorld`
-(cached ``tiny`` preset; ``--quick`` trains a small one in the demo) unlearns one domain
-of a few entities. Each system then answers the forget questions, the forget-adjacent
-questions (same entities, other domains) and retain questions about entities never seen
-during unlearning, and faces three recovery attacks (see :mod:`ra2_unlearn.probes`).
+(cached ``tiny`` preset; ``--quick`` trains a small one in the demo) unlearns one domain of a
+few entities. The protocol, fixed before any claim was looked at:
+
+1. **Premises**, each its own row and claim: the model recalls the forget facts; a *retain
+   model* trained on the same world without them does not (TOFU's reference for forget
+   quality); RA^2's targets patched into the frozen model remove the fact (and 0.1's
+   unfiltered kNN targets do not); a linear probe fitted on other entities reads the value
+   from layer l, while its random-label control stays at chance.
+2. **Matched forget level.** Each method's strength is its learning rate (same steps, batch
+   and optimiser for all). On a *validation seed that is not reported* each method runs a grid
+   of learning rates and keeps the weakest that brings forget accuracy to at most
+   ``forget_target``; the ablation ``ra2-unfiltered`` (0.1's RA^2: every forget token
+   attracted, no anchor excluded) reuses RA^2's choice.
+3. **Reported seeds** (``--seeds``, default 0, 1, 2): every system at its chosen learning
+   rate; forget / adjacent / retain accuracy, validity, TOFU truth ratio and forget quality,
+   MUSE KnowMem / VerbMem / PrivLeak, four membership-inference AUCs, the entity-split probe
+   and its control, the mean-difference ablation attack and a relearning attack. Rows hold the
+   per-seed values, so claims between systems are paired over seeds.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from paperstack.contract import Report, Run
+from paperstack.errors import PaperstackError
 from paperstack.records import Claim, JsonlWriter, Row
-from paperstack.stats import mean_ci, wilson_ci
 from paperstack.tasks import FactWorld
+from paperstack.tasks.facts import TEST_TEMPLATE
+from ra2_unlearn import metrics
 from ra2_unlearn.config import UnlearnConfig
 from ra2_unlearn.data import FactSplits, fact_splits
 from ra2_unlearn.evaluate import qa_scores
-from ra2_unlearn.probes import ablated_scores, linear_probe_accuracy, relearn, relearn_split
-from ra2_unlearn.trainer import unlearn
+from ra2_unlearn.probes import ablated_scores, relearn, relearn_split, value_probe
+from ra2_unlearn.trainer import build_anchor_bank, unlearn
 
-__all__ = ["FULL", "QUICK", "DemoSettings", "claims_from_rows", "run_demo"]
+__all__ = [
+    "BASELINES",
+    "FULL",
+    "QUICK",
+    "SYSTEMS",
+    "DemoSettings",
+    "claims_from_rows",
+    "run_demo",
+]
 
-#: The demo's systems: name -> config overrides and learning rate. Every system runs the
-#: same steps, batch and optimiser; layer, trained layers and k are shared. Chosen on the
-#: default world with seed 0 under a small budget of trials (README, "Choices"): RMU forgets
-#: completely at alpha 1; RA^2's kNN target barely moved the facts at alpha 1, so it gets
-#: alpha 0.1 (its best forget/retain trade-off tried); ``ra2-pca`` is RA^2's PCA-target
-#: variant (rank 8), reported beside it. The likelihood baselines train the whole model.
-SYSTEMS: dict[str, dict[str, Any]] = {
-    "ra2": {"method": "ra2", "lr": 1e-2, "alpha": 0.1},
-    "rmu": {"method": "rmu", "lr": 1e-2, "alpha": 1.0},
-    "ga": {"method": "ga", "lr": 1e-4},
-    "ra2-pca": {"method": "ra2", "lr": 1e-2, "alpha": 0.1, "target": "pca", "pca_rank": 8},
-    "npo": {"method": "npo", "lr": 2e-4},
-    "simnpo": {"method": "simnpo", "lr": 2e-4},
-    "graddiff": {"method": "graddiff", "lr": 1e-4},
+
+@dataclass(frozen=True)
+class System:
+    """One system of the demo: its config overrides and the base of its learning-rate grid
+    (``lr=None``: reuse the learning rate chosen for ``same_lr_as``)."""
+
+    config: dict[str, Any]
+    lr: float | None
+    same_lr_as: str | None = None
+
+
+#: The systems. Learning-rate bases are 0.1's (tuned on seed 0 for 0.1) and each gets the same
+#: grid (``DemoSettings.lr_grid``) on the validation seed. The likelihood baselines train the
+#: whole model (open-unlearning); RMU and RA^2 the MLP down-projections of layers l-2..l (WMDP).
+SYSTEMS: dict[str, System] = {
+    "ra2": System({"method": "ra2", "alpha": 0.1}, 1e-2),
+    "ra2-unfiltered": System(
+        {"method": "ra2", "alpha": 0.1, "attract": "all", "exclude_support": False},
+        None,
+        same_lr_as="ra2",
+    ),
+    "rmu": System({"method": "rmu", "alpha": 1.0}, 1e-2),
+    "ga": System({"method": "ga"}, 1e-4),
+    "graddiff": System({"method": "graddiff"}, 1e-4),
+    "npo": System({"method": "npo"}, 2e-4),
+    "simnpo": System({"method": "simnpo"}, 2e-4),
 }
+#: The five baselines RA^2 is compared with at a matched forget level.
+BASELINES: tuple[str, ...] = ("rmu", "ga", "graddiff", "npo", "simnpo")
 
 
 @dataclass(frozen=True)
@@ -52,14 +90,22 @@ class DemoSettings:
     """Everything that defines a demo run (recorded in the manifest)."""
 
     preset: str = "tiny"
-    #: None: the cached ``tiny.pretrained(preset, ("facts",))`` model; else train one now.
+    #: None: the cached ``tiny.pretrained`` models; else train them now for this many steps.
     pretrain_steps: int | None = None
     n_entities: int = 40
     n_forget: int = 12
+    #: Entities beyond the world (never trained): the non-members of the MIA attacks.
+    n_holdout: int = 12
     forget_domain: str = "science"
     steps: int = 80
     batch_size: int = 16
     seeds: tuple[int, ...] = (0, 1, 2)
+    #: The seed of the learning-rate selection; never one of the reported seeds.
+    validation_seed: int = 1000
+    #: The matched forget level: the weakest learning rate reaching at most this accuracy.
+    forget_target: float = 0.20
+    #: Multipliers of each system's base learning rate, weakest first.
+    lr_grid: tuple[float, ...] = (0.1, 0.2, 0.4, 1.0)
     layer: int = 2
     steering_coeff: float = 60.0
     k: int = 8
@@ -69,87 +115,146 @@ class DemoSettings:
     #: facts: the fine-tune on two facts overwrote the rest), so it measured damage, not recovery.
     relearn_lr: float = 1e-4
     methods: tuple[str, ...] = tuple(SYSTEMS)
-    systems: dict[str, dict[str, Any]] = field(default_factory=lambda: dict(SYSTEMS))
 
     def config(self, system: str) -> UnlearnConfig:
-        spec = {k: v for k, v in self.systems[system].items() if k != "lr"}
-        base: dict[str, Any] = {
-            "layer": self.layer,
-            "steering_coeff": self.steering_coeff,
-            "k": self.k,
-        }
-        return UnlearnConfig(**{**base, **spec})
-
-    def lr(self, system: str) -> float:
-        return float(self.systems[system]["lr"])
+        base: dict[str, Any] = {"layer": self.layer, "steering_coeff": self.steering_coeff,
+                                "k": self.k}  # fmt: skip
+        return UnlearnConfig(**{**base, **SYSTEMS[system].config})
 
 
 FULL = DemoSettings()
-#: ``--quick``: one seed, a world of 8 entities, a tiny model trained for 80 steps inside the
-#: demo (no cache needed), 15 unlearning steps. A smoke run of the whole pipeline.
+#: ``--quick``: one seed, a world of 8 entities, a tiny model (and its retain model) trained
+#: for 80 steps inside the demo, 15 unlearning steps, no learning-rate grid. A smoke run of the
+#: whole pipeline; its numbers say little about the method.
 QUICK = DemoSettings(
     pretrain_steps=80,
     n_entities=8,
     n_forget=2,
+    n_holdout=2,
     steps=15,
     seeds=(0,),
+    lr_grid=(1.0,),
     relearn_steps=5,
+    methods=("ra2", "rmu", "ga"),
 )
 
-
-Metrics = dict[str, float]
+Metrics = dict[str, tuple[float, int]]
 
 
 def _world(settings: DemoSettings) -> FactWorld:
     return FactWorld(n_entities=settings.n_entities, world_seed=0)
 
 
-def base_model(
-    settings: DemoSettings, model_path: str | None = None, progress: bool = False
-) -> tuple[Any, Any, dict[str, Any]]:
-    """The model that knows the world: ``model_path``, else cached (full demo) or trained
-    now (quick)."""
+def _train_now(settings: DemoSettings, task: Any, progress: bool) -> tuple[Any, Any, float]:
     from paperstack import tiny
 
-    world = _world(settings)
+    tok = tiny.build_tokenizer()
+    model = tiny.build_model(settings.preset, tok, seed=0)
+    stats = tiny.train(model, tok, [task], steps=settings.pretrain_steps or 1, batch_size=32,
+                       lr=3e-3, progress=progress, num_threads=torch.get_num_threads())  # fmt: skip
+    return model, tok, float(stats["seconds"])
+
+
+def base_models(
+    settings: DemoSettings,
+    splits: FactSplits,
+    model_path: str | None,
+    progress: bool,
+    device: str = "cpu",
+) -> tuple[Any, Any, Any | None, dict[str, Any]]:
+    """The model that knows the world and the retain model that never saw the forget facts.
+
+    ``model_path``: a user's model (no retain model exists for it, so forget quality and
+    PrivLeak are left out). Else both from the cache (full demo) or trained now (quick).
+    """
+    from paperstack import tiny
+
     if model_path is not None:
         from ra2_unlearn.trainer import load_model
 
-        model, tok = load_model(model_path)
-        return model, tok, {"source": str(model_path)}
+        model, tok = load_model(model_path, device)
+        return model, tok, None, {"source": str(model_path), "retain_model": None}
     if settings.pretrain_steps is None:
-        model, tok = tiny.pretrained(settings.preset, (world,), progress=progress)
-        return model, tok, {"source": "cache", "preset": settings.preset}
-    tok = tiny.build_tokenizer()
-    model = tiny.build_model(settings.preset, tok, seed=0)
-    stats = tiny.train(
-        model,
-        tok,
-        [world],
-        steps=settings.pretrain_steps,
-        batch_size=32,
-        lr=3e-3,
-        progress=progress,
-        num_threads=torch.get_num_threads(),
-    )
-    return model, tok, {"source": "trained", "seconds": stats["seconds"]}
+        model, tok = tiny.pretrained(settings.preset, (splits.world,), progress=progress)
+        retain, _ = tiny.pretrained(settings.preset, (splits.retain_world(),), progress=progress)
+        src: dict[str, Any] = {
+            "source": "cache",
+            "preset": settings.preset,
+            "retain_model": "cache",
+        }
+        for name, task in (("model", splits.world), ("retain_model", splits.retain_world())):
+            record = tiny.training_record(tiny.pretrained_path(settings.preset, (task,)))
+            src[f"{name}_train_seconds"] = record.get("train_seconds")
+        return model, tok, retain, src
+    model, tok, s1 = _train_now(settings, splits.world, progress)
+    retain, _, s2 = _train_now(settings, splits.retain_world(), progress)
+    model, retain = model.to(device), retain.to(device)
+    return model, tok, retain, {"source": "trained", "seconds": s1, "retain_seconds": s2}
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class Reference:
+    """What every evaluation compares against: the retain model's truth ratios and MIA AUC."""
+
+    truth_ratios: np.ndarray | None
+    auc_min_k: float | None
+
+
+def knowmem_questions(splits: FactSplits) -> list[Any]:
+    """The forget facts asked under the phrasing never trained on (MUSE's KnowMem asks about
+    the content, not the training text)."""
+    facts = sorted({(e.meta["entity"], e.meta["attribute"]) for e in splits.forget})
+    table = {(f.entity, f.attribute): f for f in splits.world.facts([splits.forget_domain])}
+    return [splits.world.question(table[key], TEST_TEMPLATE) for key in facts]
 
 
 def evaluate_system(
-    model: Any, tok: Any, splits: FactSplits, settings: DemoSettings, seed: int
-) -> dict[str, tuple[float, int]]:
-    """Every metric of one system: ``metric -> (value, n)``."""
-    out: dict[str, tuple[float, int]] = {}
+    model: Any,
+    tok: Any,
+    splits: FactSplits,
+    settings: DemoSettings,
+    seed: int,
+    reference: Reference | None,
+    full: bool = True,
+) -> Metrics:
+    """Every metric of one system: ``metric -> (value, n)``; ``full=False``: forget only."""
+    out: Metrics = {}
     f = qa_scores(model, tok, splits.forget)
+    out["forget_acc"] = (f.accuracy, f.correct.size)
+    if not full:
+        return out
     a = qa_scores(model, tok, splits.adjacent)
     r = qa_scores(model, tok, splits.retain_eval)
-    out["forget_acc"] = (f.accuracy, f.correct.size)
     out["adjacent_acc"] = (a.accuracy, a.correct.size)
     out["retain_acc"] = (r.accuracy, r.correct.size)
     out["forget_validity"] = (f.validity, f.valid.size)
     out["adjacent_validity"] = (a.validity, a.valid.size)
-    probe, n_probe = linear_probe_accuracy(model, tok, splits.forget, settings.layer, seed)
-    out["probe_acc"] = (probe, n_probe)
+    km = metrics.knowmem(model, tok, knowmem_questions(splits))
+    out["knowmem"] = (float(km.mean()), km.size)
+    vm = metrics.verbmem(model, tok, splits.forget)
+    out["verbmem"] = (float(vm.mean()), vm.size)
+    tr = metrics.truth_ratios(model, tok, splits.forget)
+    out["truth_ratio"] = (float(tr.mean()), tr.size)
+    if reference is not None and reference.truth_ratios is not None:
+        out["forget_quality"] = (metrics.forget_quality(tr, reference.truth_ratios), tr.size)
+    if splits.holdout:
+        members = metrics.mia_scores(model, tok, splits.forget)
+        others = metrics.mia_scores(model, tok, splits.holdout)
+        for attack in metrics.MIA_ATTACKS:
+            auc = metrics.mia_auc(members[attack], others[attack])
+            out[f"mia_auc_{attack}"] = (auc, len(splits.forget))
+        if reference is not None and reference.auc_min_k:
+            leak = (out["mia_auc_min_k"][0] - reference.auc_min_k) / reference.auc_min_k
+            out["privleak"] = (leak, len(splits.forget))
+    others_e = [e for e in splits.retain + splits.retain_eval
+                if e.meta["domain"] == splits.forget_domain]  # fmt: skip
+    probe = value_probe(model, tok, others_e, splits.forget, settings.layer, seed)
+    control = value_probe(model, tok, others_e, splits.forget, settings.layer, seed, control=True)
+    out["probe_acc"] = (float(probe.mean()), probe.size)
+    out["probe_control_acc"] = (float(control.mean()), control.size)
     abl = ablated_scores(model, tok, splits.forget, splits.retain, settings.layer)
     out["ablation_forget_acc"] = (abl.accuracy, abl.correct.size)
     slice_, rest = relearn_split(splits.forget, settings.relearn_fraction, seed)
@@ -161,199 +266,314 @@ def evaluate_system(
     return out
 
 
-def _rows(system: str, per_seed: Sequence[dict[str, tuple[float, int]]]) -> list[Row]:
-    """Mean over seeds with a t interval over seeds (n = seeds); one seed: Wilson over
-    questions (n = questions)."""
+#: Metrics that are proportions of questions (a deterministic model's row is then k of n).
+_PROPORTIONS = {
+    "forget_acc", "adjacent_acc", "retain_acc", "forget_validity", "adjacent_validity",
+    "probe_acc", "probe_control_acc", "ablation_forget_acc", "relearn_forget_acc",
+}  # fmt: skip
+
+
+def _fixed_rows(system: str, values: Metrics) -> list[Row]:
+    """A deterministic model evaluated once: proportions as k of n (Wilson), other metrics as
+    plain values (no interval: no claim is judged on them)."""
     rows = []
-    for metric in per_seed[0]:
-        values = [s[metric][0] for s in per_seed]
-        if len(values) > 1:
-            mean, ci = mean_ci(values)
-            lo, hi = max(0.0, ci[0]), min(1.0, ci[1])
-            rows.append(
-                Row(
-                    system=system,
-                    metric=metric,
-                    value=mean,
-                    ci95=(lo, hi),
-                    n=len(values),
-                    split="seeds",
-                )
-            )
+    for metric, (v, n) in values.items():
+        if metric in _PROPORTIONS and n > 0:
+            rows.append(Row.proportion(system, metric, round(v * n), n))
         else:
-            v, n = per_seed[0][metric]
-            rows.append(
-                Row(
-                    system=system,
-                    metric=metric,
-                    value=v,
-                    ci95=wilson_ci(round(v * n), n) if n else None,
-                    n=n,
-                    split="questions",
-                )
-            )
+            rows.append(Row(system=system, metric=metric, value=v, n=n))
     return rows
 
 
-def claims_from_rows(rows: Sequence[Row], chance: float) -> list[Claim]:
-    """The issue's four claims, computed from the rows."""
-
-    def key(system: str, metric: str) -> tuple[str, str, str | None]:
-        split = next(r.split for r in rows if r.system == system and r.metric == metric)
-        return (system, metric, split)
-
+def _seed_rows(system: str, per_seed: dict[int, Metrics]) -> list[Row]:
+    """One row per metric holding the per-seed values (paired over seeds across systems)."""
+    names = [m for m in next(iter(per_seed.values())) if all(m in v for v in per_seed.values())]
     return [
-        Claim.compare(
-            "ra2_forgets",
-            f"RA^2's forget accuracy is within 5 points of chance ({chance:.3g}).",
-            rows,
-            key("ra2", "forget_acc"),
-            "within",
-            chance,
-            margin=0.05,
-        ),
-        Claim.compare(
-            "ra2_adjacent_beats_rmu",
-            "RA^2 keeps higher forget-adjacent accuracy than RMU.",
-            rows,
-            key("ra2", "adjacent_acc"),
-            "gt",
-            key("rmu", "adjacent_acc"),
-        ),
-        Claim.compare(
-            "ra2_adjacent_beats_ga",
-            "RA^2 keeps higher forget-adjacent accuracy than gradient ascent.",
-            rows,
-            key("ra2", "adjacent_acc"),
-            "gt",
-            key("ga", "adjacent_acc"),
-        ),
-        Claim.compare(
-            "retain_matched",
-            "RA^2 and RMU have retain accuracy within 3 points of each other.",
-            rows,
-            key("ra2", "retain_acc"),
-            "within",
-            key("rmu", "retain_acc"),
-            margin=0.03,
-        ),
+        Row.from_seeds(system, metric, {s: m[metric][0] for s, m in per_seed.items()})
+        for metric in names
     ]
 
 
-def run_demo(
-    settings: DemoSettings,
-    model_path: str | None = None,
-    log: Callable[[str], None] = print,
-    progress: bool = False,
-    runs_path: str | os.PathLike[str] | None = None,
-) -> tuple[list[Row], list[Claim], dict[str, Any]]:
-    """Run every system over every seed; return rows, claims and run facts for the manifest.
+# --------------------------------------------------------------------------- claims
 
-    Each (system, seed) result is also appended to ``runs_path`` (crash-safe JSONL) as soon as
-    it exists, so a long run that is stopped keeps what it measured. One torch thread unless
-    ``OMP_NUM_THREADS`` says otherwise: on two shared cores, OpenMP threads spinning at
-    barriers cost more than they give.
+
+def claims_from_rows(
+    rows: Sequence[Row], chance: float, forget_target: float = FULL.forget_target
+) -> list[Claim]:
+    """The premises and the paper's claims, computed from the rows (decided before the runs)."""
+    have = {(r.system, r.metric) for r in rows}
+    claims = []
+
+    def add(cid: str, text: str, lhs: tuple[str, str], op: Any, rhs: Any, margin: float = 0.0):
+        needed = [lhs] + ([rhs] if isinstance(rhs, tuple) else [])
+        if all(k in have for k in needed):
+            claims.append(Claim.compare(cid, text, rows, lhs, op, rhs, margin))
+
+    add("premise_original_recalls",
+        f"premise: before unlearning the model answers the forget questions more than 0.5 above "
+        f"chance ({chance:.3g}): there is something to unlearn",
+        ("original", "forget_acc"), "gt", chance, 0.5)  # fmt: skip
+    add("premise_retain_model_never_knew",
+        "premise: the retain model (same world, forget facts never shown) answers the forget "
+        f"questions at most 0.15 above chance ({chance:.3g}): a valid reference for forget "
+        "quality", ("retain-model", "forget_acc"), "le", chance + 0.15)  # fmt: skip
+    add("premise_targets_remove_fact",
+        "premise (patch test): with RA^2's targets patched into the frozen model at the "
+        "attracted positions, the forget answers come out for fewer than 30% of questions",
+        ("patch-ra2", "forget_tf_acc"), "lt", 0.3)  # fmt: skip
+    add("unfiltered_targets_keep_fact",
+        "patch test: 0.1's unfiltered kNN targets keep the answer for at least 0.3 more of the "
+        "forget questions than RA^2's filtered targets (the exclusion is what removes it)",
+        ("patch-ra2-unfiltered", "forget_tf_acc"), "gt", ("patch-ra2", "forget_tf_acc"),
+        0.3)  # fmt: skip
+    add("premise_probe_reads_value",
+        "premise: on the original model the entity-split probe reads the forget value more "
+        "than 0.2 above its random-label control (it measures the value, not the entity)",
+        ("original", "probe_acc"), "gt", ("original", "probe_control_acc"), 0.2)  # fmt: skip
+    add("ra2_forgets",
+        f"RA^2 brings forget accuracy to at most {forget_target + 0.05:.2f} (the matched level "
+        f"{forget_target:.2f} plus 0.05)", ("ra2", "forget_acc"), "le",
+        forget_target + 0.05)  # fmt: skip
+    add("filtering_makes_ra2_forget",
+        "RA^2 with support-filtered anchors forgets more than 0.1's unfiltered RA^2 at the same "
+        "learning rate (forget accuracy lower by more than 0.3)",
+        ("ra2-unfiltered", "forget_acc"), "gt", ("ra2", "forget_acc"), 0.3)  # fmt: skip
+    for b in BASELINES:
+        add(f"forget_matched_{b}",
+            f"RA^2 and {b} reach the same forget level (forget accuracies within 0.10): the "
+            f"utility claims against {b} compare like with like only if this holds",
+            ("ra2", "forget_acc"), "within", (b, "forget_acc"), 0.10)  # fmt: skip
+        add(f"ra2_adjacent_beats_{b}",
+            f"At the matched forget level RA^2 keeps higher forget-adjacent accuracy than {b}",
+            ("ra2", "adjacent_acc"), "gt", (b, "adjacent_acc"))  # fmt: skip
+        add(f"ra2_retain_vs_{b}",
+            f"At the matched forget level RA^2's retain accuracy is no more than 0.03 below {b}'s",
+            ("ra2", "retain_acc"), "gt", (b, "retain_acc"), -0.03)  # fmt: skip
+    add("ra2_relearns_less_than_rmu",
+        "After the relearning attack RA^2 gives back less of the forgotten facts than RMU",
+        ("ra2", "relearn_forget_acc"), "lt", ("rmu", "relearn_forget_acc"))  # fmt: skip
+    return claims
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def settings_for(run: Run) -> DemoSettings:
+    """The demo's settings from the command line: ``--quick``, ``--seeds``, ``--steps``,
+    ``--methods``."""
+    settings = QUICK if run.quick else FULL
+    if settings.validation_seed in run.seeds:
+        raise PaperstackError(
+            f"--seeds: {settings.validation_seed} is the validation seed of the learning-rate "
+            "selection and cannot be reported"
+        )
+    settings = replace(settings, seeds=tuple(run.seeds))
+    if run.args.steps is not None:
+        settings = replace(settings, steps=run.args.steps)
+    if run.args.methods is not None:
+        chosen = tuple(m.strip() for m in run.args.methods.split(",") if m.strip())
+        bad = [m for m in chosen if m not in SYSTEMS]
+        if bad or not chosen:
+            raise PaperstackError(
+                f"--methods {run.args.methods}: unknown {bad}; known: {','.join(SYSTEMS)}"
+            )
+        if "ra2-unfiltered" in chosen and "ra2" not in chosen:
+            chosen = ("ra2", *chosen)  # it reuses RA^2's chosen learning rate
+        settings = replace(settings, methods=chosen)
+    return settings
+
+
+def _unlearn(model: Any, tok: Any, splits: FactSplits, settings: DemoSettings, system: str,
+             lr: float, seed: int) -> Any:  # fmt: skip
+    device = next(model.parameters()).device.type  # the Trainer places it (cuda: cuda:0)
+    return unlearn(model, tok, splits.forget, splits.retain, settings.config(system),
+                   steps=settings.steps, lr=lr, batch_size=settings.batch_size,
+                   seed=seed, device=device).model  # fmt: skip
+
+
+def select_learning_rates(
+    model: Any, tok: Any, splits: FactSplits, settings: DemoSettings, run: Run,
+    writer: JsonlWriter,
+) -> tuple[dict[str, float], dict[str, list[tuple[float, float]]]]:  # fmt: skip
+    """Each swept system's learning rate, chosen on the validation seed: the weakest of its
+    grid whose forget accuracy is at most ``forget_target`` (the strongest if none is)."""
+    chosen: dict[str, float] = {}
+    sweep: dict[str, list[tuple[float, float]]] = {}
+    swept = [m for m in settings.methods if SYSTEMS[m].lr is not None]
+    seed = settings.validation_seed
+    with run.progress(len(swept) * len(settings.lr_grid), "validation sweep") as bar:
+        for system in swept:
+            base = SYSTEMS[system].lr
+            assert base is not None
+            sweep[system] = []
+            if len(settings.lr_grid) == 1:  # nothing to choose between: no validation runs
+                chosen[system] = base * settings.lr_grid[0]
+                bar.advance(system=system)
+                continue
+            for mult in settings.lr_grid:
+                lr = base * mult
+                trained = _unlearn(model, tok, splits, settings, system, lr, seed)
+                forget = evaluate_system(trained, tok, splits, settings, seed, None, full=False)
+                sweep[system].append((lr, forget["forget_acc"][0]))
+                writer.write({"phase": "validation", "system": system, "seed": seed, "lr": lr,
+                              "forget_acc": forget["forget_acc"][0]})  # fmt: skip
+                bar.advance(system=system)
+                if forget["forget_acc"][0] <= settings.forget_target:
+                    break
+            chosen[system] = sweep[system][-1][0]
+            run.log(f"validation seed {seed}: {system} lr {chosen[system]:.3g} "
+                    f"(forget {sweep[system][-1][1]:.3f})")  # fmt: skip
+    for system in settings.methods:
+        spec = SYSTEMS[system]
+        if spec.lr is None and spec.same_lr_as is not None:
+            chosen[system] = chosen[spec.same_lr_as]
+    return chosen, sweep
+
+
+def premise_rows(
+    model: Any, tok: Any, retain_model: Any | None, splits: FactSplits, settings: DemoSettings
+) -> tuple[list[Row], Reference]:
+    """The original model, the retain model and the two patch tests, as rows."""
+    from ra2_unlearn.probes import teacher_forced_correct
+
+    rows: list[Row] = []
+    reference = Reference(None, None)
+    if retain_model is not None:
+        ret = evaluate_system(retain_model, tok, splits, settings, settings.seeds[0], None)
+        reference = Reference(
+            metrics.truth_ratios(retain_model, tok, splits.forget),
+            ret.get("mia_auc_min_k", (0.0, 0))[0] or None,
+        )
+        rows += _fixed_rows("retain-model", ret)
+    original = evaluate_system(model, tok, splits, settings, settings.seeds[0], reference)
+    rows += _fixed_rows("original", original)
+    tf = teacher_forced_correct(model, tok, splits.forget)
+    rows.append(Row.proportion("original", "forget_tf_acc", int(tf.sum()), tf.size))
+    for name in ("ra2", "ra2-unfiltered"):
+        cfg = settings.config(name)
+        bank = build_anchor_bank(model, tok, splits.retain, cfg)
+        patched = teacher_forced_correct(model, tok, splits.forget, patch=(cfg, bank))
+        rows.append(Row.proportion(f"patch-{name}", "forget_tf_acc", int(patched.sum()),
+                                   patched.size))  # fmt: skip
+    return rows, reference
+
+
+def run_demo(run: Run) -> Report:
+    """Premises, the validation sweep, then every system over the reported seeds.
+
+    Each result is appended to ``run.out/runs.jsonl`` (crash-safe JSONL) as soon as it
+    exists. One torch thread unless ``OMP_NUM_THREADS`` says otherwise: on two shared cores,
+    OpenMP threads spinning at barriers cost more than they give.
     """
+    settings = settings_for(run)
     threads = os.environ.get("OMP_NUM_THREADS", "")
     torch.set_num_threads(int(threads) if threads.isdigit() else 1)
     torch.manual_seed(0)
-    writer = JsonlWriter(runs_path) if runs_path is not None else None
-    model, tok, source = base_model(settings, model_path, progress)
-    splits = fact_splits(_world(settings), settings.forget_domain, settings.n_forget)
-    log(
+    started = time.perf_counter()
+    splits = fact_splits(_world(settings), settings.forget_domain, settings.n_forget,
+                         n_holdout=settings.n_holdout)  # fmt: skip
+    model, tok, retain_model, source = base_models(settings, splits, run.model,
+                                                   run.show_progress, run.device)  # fmt: skip
+    run.log(
         f"world: {settings.n_entities} entities; forget {len(splits.forget)} questions "
         f"({settings.forget_domain} of {settings.n_forget} entities), adjacent "
         f"{len(splits.adjacent)}, retain-train {len(splits.retain)}, "
-        f"retain-eval {len(splits.retain_eval)}"
+        f"retain-eval {len(splits.retain_eval)}, holdout {len(splits.holdout)}"
     )
-    rows: list[Row] = []
-    seconds: dict[str, float] = {}
-    per_system: dict[str, list[dict[str, tuple[float, int]]]] = {}
-    per_system["original"] = [
-        evaluate_system(model, tok, splits, settings, s) for s in settings.seeds[:1]
-    ]
-    rows += _rows("original", per_system["original"])
-    if writer is not None:
-        writer.write(
-            {
-                "system": "original",
-                "seed": settings.seeds[0],
-                "seconds": 0.0,
-                "metrics": {k: v[0] for k, v in per_system["original"][0].items()},
-                "n": {k: v[1] for k, v in per_system["original"][0].items()},
-            }
-        )
-    log(_line("original", per_system["original"]))
-    for method in settings.methods:
-        runs = []
+    timing: dict[str, float] = {"models": time.perf_counter() - started}
+    (run.out / "runs.jsonl").unlink(missing_ok=True)  # a fresh log per run
+    with JsonlWriter(run.out / "runs.jsonl") as writer:
         t0 = time.perf_counter()
-        for seed in settings.seeds:
-            result = unlearn(
-                copy.deepcopy(model),
-                tok,
-                splits.forget,
-                splits.retain,
-                settings.config(method),
-                steps=settings.steps,
-                lr=settings.lr(method),
-                batch_size=settings.batch_size,
-                seed=seed,
-                ref_model=model,
-                progress=progress,
-            )
-            runs.append(evaluate_system(result.model, tok, splits, settings, seed))
-            if writer is not None:
-                writer.write(
-                    {
-                        "system": method,
-                        "seed": seed,
-                        "seconds": result.seconds,
-                        "metrics": {k: v[0] for k, v in runs[-1].items()},
-                    }
-                )
-        seconds[method] = (time.perf_counter() - t0) / len(settings.seeds)
-        per_system[method] = runs
-        rows += _rows(method, runs)
-        log(_line(method, runs) + f" ({seconds[method]:.1f}s/seed)")
-    claims = (
-        claims_from_rows(rows, splits.chance)
-        if {"ra2", "rmu", "ga"} <= set(settings.methods)
-        else []
-    )
+        rows, reference = premise_rows(model, tok, retain_model, splits, settings)
+        timing["premises"] = time.perf_counter() - t0
+        run.log(_line("original", [{r.metric: (r.value, 0) for r in rows
+                                    if r.system == "original"}]))  # fmt: skip
+        t0 = time.perf_counter()
+        lrs, sweep = select_learning_rates(model, tok, splits, settings, run, writer)
+        timing["validation"] = time.perf_counter() - t0
+        seconds: dict[str, float] = {}
+        total = len(settings.methods) * len(settings.seeds)
+        with run.progress(total, "reported runs") as bar:
+            for system in settings.methods:
+                per_seed: dict[int, Metrics] = {}
+                t0 = time.perf_counter()
+                for seed in settings.seeds:
+                    trained = _unlearn(model, tok, splits, settings, system, lrs[system], seed)
+                    per_seed[seed] = evaluate_system(trained, tok, splits, settings, seed,
+                                                     reference)  # fmt: skip
+                    writer.write({"phase": "reported", "system": system, "seed": seed,
+                                  "lr": lrs[system], "metrics": per_seed[seed]})  # fmt: skip
+                    bar.advance(system=system)
+                seconds[system] = (time.perf_counter() - t0) / len(settings.seeds)
+                rows += _seed_rows(system, per_seed)
+                run.log(_line(system, list(per_seed.values()))
+                        + f" (lr {lrs[system]:.3g}, {seconds[system]:.0f} s/seed)")  # fmt: skip
+        timing["reported"] = sum(seconds.values()) * len(settings.seeds)
+    claims = claims_from_rows(rows, splits.chance, settings.forget_target)
+    from paperstack.report import bar_chart
+
+    figures = [
+        bar_chart(
+            [r for r in rows if not r.system.startswith("patch")], metric, run.out / f"{metric}.png"
+        )
+        for metric in (
+            "forget_acc",
+            "adjacent_acc",
+            "retain_acc",
+            "relearn_forget_acc",
+            "forget_quality",
+        )
+        if any(r.metric == metric for r in rows)
+    ]
     facts = {
         "model": source,
+        "learning_rates": lrs,
+        "validation_sweep": {k: [list(p) for p in v] for k, v in sweep.items()},
         "seconds_per_seed": seconds,
+        "timing_seconds": timing,
         "chance": splits.chance,
         "forget_entities": list(splits.forget_entities),
     }
-    return rows, claims, facts
-
-
-def _line(system: str, runs: Sequence[dict[str, tuple[float, int]]]) -> str:
-    def m(metric: str) -> float:
-        return float(np.mean([r[metric][0] for r in runs]))
-
-    return (
-        f"{system:>9}: forget {m('forget_acc'):.3f}  adjacent {m('adjacent_acc'):.3f}  "
-        f"retain {m('retain_acc'):.3f}  validity {m('forget_validity'):.3f}  "
-        f"probe {m('probe_acc'):.3f}  ablation {m('ablation_forget_acc'):.3f}  "
-        f"relearn {m('relearn_forget_acc'):.3f}"
+    return Report(
+        rows,
+        claims,
+        title="ra2-unlearn: demo" + (" (--quick)" if run.quick else ""),
+        intro=_intro(settings, facts, sweep),
+        figures=figures,
+        config={"settings": asdict(settings), "run": facts},
     )
 
 
-def rows_from_runs(records: Sequence[dict[str, Any]]) -> list[Row]:
-    """Rows rebuilt from a demo's ``runs.jsonl`` (for a run that was stopped part-way).
+def _intro(settings: DemoSettings, facts: dict[str, Any],
+           sweep: dict[str, list[tuple[float, float]]]) -> str:  # fmt: skip
+    chosen = "; ".join(
+        f"{m} " + ", ".join(f"{lr:.2g}: {acc:.2f}" for lr, acc in pts) for m, pts in sweep.items()
+    )
+    return (
+        f"Fact world of {settings.n_entities} entities; forget = the `{settings.forget_domain}` "
+        f"domain of {settings.n_forget} entities; adjacent = their other domains; retain "
+        "accuracy on entities never seen during unlearning; MIA non-members = the same domain "
+        f"of {settings.n_holdout} entities never trained on. Every method runs {settings.steps} "
+        f"steps of batch {settings.batch_size} (forget + retain halves); RMU and RA^2 act on "
+        f"layer {settings.layer} and train the MLP down-projections of layers "
+        f"{max(0, settings.layer - 2)}..{settings.layer}. Learning rates were chosen on "
+        f"validation seed {settings.validation_seed} (not reported) as the weakest of the grid "
+        f"reaching forget accuracy <= {settings.forget_target:.2f} (lr: forget acc; {chosen}). "
+        f"Reported rows hold per-seed values (seeds {', '.join(map(str, settings.seeds))}); "
+        "claims between systems are paired over seeds (Student t); the original model, the "
+        "retain model and the patch tests are single deterministic evaluations (k of n "
+        f"questions, Wilson). Chance on the forget questions: {facts['chance']:.3g}. Model: "
+        f"{facts['model'].get('source')}. Toy scale on a shared 2-core CPU; GPU not measured."
+    )
 
-    Same statistics as :func:`run_demo`; a record without question counts (an older log)
-    gets ``n = 0`` questions, which only matters for a single seed's Wilson interval.
-    """
-    by_system: dict[str, list[dict[str, tuple[float, int]]]] = {}
-    for rec in records:
-        n = rec.get("n", {})
-        by_system.setdefault(rec["system"], []).append(
-            {k: (float(v), int(n.get(k, 0))) for k, v in rec["metrics"].items()}
-        )
-    rows: list[Row] = []
-    for system, runs in by_system.items():
-        rows += _rows(system, runs)
-    return rows
+
+def _line(system: str, runs: Sequence[Metrics]) -> str:
+    def m(metric: str) -> str:
+        vals = [r[metric][0] for r in runs if metric in r]
+        return f"{float(np.mean(vals)):.3f}" if vals else "-"
+
+    return (
+        f"{system:>14}: forget {m('forget_acc')}  adjacent {m('adjacent_acc')}  "
+        f"retain {m('retain_acc')}  validity {m('forget_validity')}  FQ {m('forget_quality')}  "
+        f"probe {m('probe_acc')}/{m('probe_control_acc')}  relearn {m('relearn_forget_acc')}"
+    )

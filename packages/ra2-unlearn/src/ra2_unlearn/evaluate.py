@@ -13,7 +13,13 @@ import torch
 
 from paperstack.tasks import DOMAINS, Example
 
-__all__ = ["QAScores", "greedy_answers", "mc_accuracy", "qa_scores"]
+__all__ = [
+    "QAScores",
+    "greedy_answers",
+    "greedy_continuations",
+    "mc_accuracy",
+    "qa_scores",
+]
 
 
 def _cache_kwarg(model: Any) -> str:
@@ -24,34 +30,46 @@ def _cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-@torch.no_grad()
 def greedy_answers(
     model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 512
 ) -> list[str]:
-    """Greedy completions of user ``prompts`` through the chat template, in input order.
-
-    A plain KV-cached argmax loop over batches of equal prompt length (no padding, so the
-    result equals a one-by-one greedy decode on any model family). ``generate`` gives the
-    same tokens but its per-step overhead made evaluation 20x slower on the tiny models.
-    """
+    """Greedy completions of user ``prompts`` through the chat template, in input order."""
     from ra2_unlearn.data import _chat_prompt
 
     if not prompts:
         return []
     enc = tokenizer([_chat_prompt(tokenizer, p) for p in prompts], add_special_tokens=False)
-    ids: list[list[int]] = enc["input_ids"]
+    return greedy_continuations(model, tokenizer, enc["input_ids"], max_new_tokens, batch_size)
+
+
+@torch.no_grad()
+def greedy_continuations(
+    model: Any,
+    tokenizer: Any,
+    ids: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    batch_size: int = 512,
+) -> list[str]:
+    """Greedy continuations of token-id prefixes ``ids``, decoded, in input order.
+
+    A plain KV-cached argmax loop over batches of equal prefix length (no padding, so the
+    result equals a one-by-one greedy decode on any model family). ``generate`` gives the
+    same tokens but its per-step overhead made evaluation 20x slower on the tiny models.
+    """
+    if not ids:
+        return []
     by_len: dict[int, list[int]] = {}
     for i, seq in enumerate(ids):
         by_len.setdefault(len(seq), []).append(i)
     kw = _cache_kwarg(model)
     eos = tokenizer.eos_token_id
     device = next(model.parameters()).device
-    out: list[str] = [""] * len(prompts)
+    out: list[str] = [""] * len(ids)
     model.eval()
     for idxs in by_len.values():
         for s in range(0, len(idxs), batch_size):
             chunk = idxs[s : s + batch_size]
-            x = torch.tensor([ids[i] for i in chunk], device=device)
+            x = torch.tensor([list(ids[i]) for i in chunk], device=device)
             o = model(input_ids=x, use_cache=True)
             nxt = o.logits[:, -1].argmax(-1)
             toks = [nxt]

@@ -17,7 +17,14 @@ from torch import nn
 
 from ra2_unlearn.errors import UnlearnError
 
-__all__ = ["capture_layers", "decoder_layers", "down_projections", "select_trainable"]
+__all__ = [
+    "ablate_direction",
+    "capture_layers",
+    "decoder_layers",
+    "down_projections",
+    "replace_states",
+    "select_trainable",
+]
 
 _LAYER_PATHS = ("model.layers", "model.model.layers", "transformer.h", "gpt_neox.layers", "layers")
 
@@ -137,6 +144,30 @@ def ablate_direction(model: nn.Module, layer: int, direction: torch.Tensor) -> I
         if isinstance(out, tuple):
             return (h2, *out[1:])
         return h2
+
+    handle = blocks[layer].register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@contextmanager
+def replace_states(
+    model: nn.Module, layer: int, mask: torch.Tensor, values: torch.Tensor
+) -> Iterator[None]:
+    """Overwrite layer ``layer``'s output at the ``mask`` positions (``[B, T]`` bool) with
+    ``values`` (``[mask.sum(), d]``) during one forward pass of the same shape (the patch test:
+    what the model does when its states *are* the targets)."""
+    blocks = decoder_layers(model)
+    check_layer(model, layer)
+
+    def hook(_m: nn.Module, _inp: Any, out: Any) -> Any:
+        h = _hidden(out).clone()
+        h[mask] = values.to(h)
+        if isinstance(out, tuple):
+            return (h, *out[1:])
+        return h
 
     handle = blocks[layer].register_forward_hook(hook)
     try:

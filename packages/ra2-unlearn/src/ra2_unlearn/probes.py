@@ -1,7 +1,9 @@
 """Robustness probes: is the forgotten knowledge gone, or only hidden?
 
-- :func:`linear_probe_accuracy`: a logistic-regression probe on layer-l states of the forget
-  questions, fitted on some phrasings and tested on a held-out one, decodes the forgotten value.
+- :func:`value_probe`: a logistic-regression probe on layer-l states, fitted on questions about
+  some entities and tested on *other* entities, decodes the asked value; its control task
+  (random labels per entity) shows the probe reads the value, not the entity.
+- :func:`teacher_forced_correct` with ``patch``: the patch test of RA^2's targets.
 - :func:`mean_difference_direction` + :func:`ablated_scores`: project the mean
   forget-minus-retain direction out of layer l's output (Arditi et al.'s attack on RMU) and
   ask the forget questions again.
@@ -14,23 +16,27 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from paperstack.tasks import Example
-from paperstack.tasks.facts import TRAIN_TEMPLATES
+from ra2_unlearn.anchors import AnchorBank
+from ra2_unlearn.config import UnlearnConfig
 from ra2_unlearn.data import encode, pad_batch
 from ra2_unlearn.evaluate import QAScores, qa_scores
 from ra2_unlearn.losses import sequence_nll
-from ra2_unlearn.modules import ablate_direction, capture_layers
+from ra2_unlearn.modules import ablate_direction, capture_layers, replace_states
 
 __all__ = [
     "ablated_scores",
     "layer_states",
-    "linear_probe_accuracy",
     "mean_difference_direction",
+    "random_labels",
     "relearn",
     "relearn_split",
+    "teacher_forced_correct",
+    "value_probe",
 ]
 
 
@@ -56,48 +62,133 @@ def layer_states(
     return h[mask.bool()]
 
 
-def linear_probe_accuracy(
-    model: nn.Module,
-    tokenizer: Any,
-    forget: Sequence[Example],
-    layer: int,
-    seed: int = 0,
-    steps: int = 300,
-) -> tuple[float, int]:
-    """Held-out-phrasing accuracy of a linear probe reading the forgotten value at layer l.
-
-    Features: the last prompt token's layer-l state (standardised). Fitted (multinomial
-    logistic regression, L2 1e-3, LBFGS) on the questions phrased with all but the last
-    training template, tested on the last one, so the probe must find the value in the
-    representation rather than memorise one phrasing. Returns ``(accuracy, n_test)``.
-    """
-    held = TRAIN_TEMPLATES[-1]
-    train = [e for e in forget if e.meta.get("template") != held]
-    test = [e for e in forget if e.meta.get("template") == held]
-    if not train or not test:
-        return 0.0, 0
-    values = sorted({e.answer for e in forget})
-    y_tr = torch.tensor([values.index(e.answer) for e in train])
-    y_te = torch.tensor([values.index(e.answer) for e in test])
-    x_tr = layer_states(model, tokenizer, train, layer, last_only=True).cpu()
-    x_te = layer_states(model, tokenizer, test, layer, last_only=True).cpu()
+def _fit_probe(
+    x_tr: torch.Tensor, y_tr: torch.Tensor, classes: int, seed: int, steps: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Multinomial logistic regression (L2 1e-3, LBFGS) on standardised features."""
     mu, sd = x_tr.mean(0), x_tr.std(0).clamp_min(1e-6)
-    x_tr, x_te = (x_tr - mu) / sd, (x_te - mu) / sd
+    x = (x_tr - mu) / sd
     g = torch.Generator().manual_seed(seed)
-    w = (0.01 * torch.randn(x_tr.shape[1], len(values), generator=g)).requires_grad_(True)
-    b = torch.zeros(len(values), requires_grad=True)
+    w = (0.01 * torch.randn(x.shape[1], classes, generator=g)).requires_grad_(True)
+    b = torch.zeros(classes, requires_grad=True)
     opt = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
 
     def closure() -> torch.Tensor:
         opt.zero_grad()
-        loss = nn.functional.cross_entropy(x_tr @ w + b, y_tr) + 1e-3 * w.pow(2).sum()
+        loss = nn.functional.cross_entropy(x @ w + b, y_tr) + 1e-3 * w.pow(2).sum()
         loss.backward()
         return loss
 
     opt.step(closure)
-    with torch.no_grad():
-        acc = float(((x_te @ w + b).argmax(-1) == y_te).float().mean())
-    return acc, len(test)
+    return w.detach(), b.detach(), mu, sd
+
+
+def random_labels(examples: Sequence[Example], values: Sequence[str], seed: int) -> list[str]:
+    """The control task's labels: each (entity, attribute) gets a random value of the
+    attribute's set, the same for all its phrasings (Hewitt & Liang's control task), drawn
+    independently of the truth."""
+    import random
+
+    out = []
+    for e in examples:
+        key = f"control-{seed}-{e.meta['entity']}-{e.meta['attribute']}"
+        pool = sorted(v for v in values if v in _attribute_values(e))
+        out.append(random.Random(key).choice(pool))
+    return out
+
+
+def _attribute_values(e: Example) -> set[str]:
+    from paperstack.tasks import DOMAINS
+
+    return set(DOMAINS[e.meta["domain"]][e.meta["attribute"]])
+
+
+def value_probe(
+    model: nn.Module,
+    tokenizer: Any,
+    train: Sequence[Example],
+    test: Sequence[Example],
+    layer: int,
+    seed: int = 0,
+    steps: int = 300,
+    control: bool = False,
+) -> np.ndarray:
+    """Per-question correctness ``[len(test)]`` of a linear probe reading the asked value from
+    the last prompt token's layer-l state, fitted on ``train`` and tested on ``test``.
+
+    The two sets must ask about *different entities* (the demo fits on retain entities and
+    tests on the forget entities), so the probe can only score by reading a value code shared
+    across entities, not by recognising which entity is asked about. With ``control=True``
+    the labels of both sets are :func:`random_labels` (a control task): a probe that still
+    scores above chance there measures something other than the value.
+    """
+    overlap = {e.meta["entity"] for e in train} & {e.meta["entity"] for e in test}
+    if overlap:
+        raise ValueError(f"probe train and test share entities {sorted(overlap)[:3]}")
+    if not train or not test:
+        return np.zeros(0, bool)
+    values = sorted({v for e in [*train, *test] for v in _attribute_values(e)})
+    if control:
+        y_train, y_test = random_labels(train, values, seed), random_labels(test, values, seed)
+    else:
+        y_train, y_test = [e.answer for e in train], [e.answer for e in test]
+    y_tr = torch.tensor([values.index(v) for v in y_train])
+    y_te = torch.tensor([values.index(v) for v in y_test])
+    x_tr = layer_states(model, tokenizer, train, layer, last_only=True).cpu()
+    x_te = layer_states(model, tokenizer, test, layer, last_only=True).cpu()
+    w, b, mu, sd = _fit_probe(x_tr, y_tr, len(values), seed, steps)
+    pred = (((x_te - mu) / sd) @ w + b).argmax(-1)
+    return (pred == y_te).numpy()
+
+
+@torch.no_grad()
+def teacher_forced_correct(
+    model: nn.Module,
+    tokenizer: Any,
+    examples: Sequence[Example],
+    patch: tuple[UnlearnConfig, AnchorBank] | None = None,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """Per-example: does the model predict every answer token (EOS excluded) given the prompt
+    and the answer so far? For a greedy decoder this equals "the answer comes out".
+
+    ``patch=(config, bank)`` is the patch test of RA^2's targets: the layer-l states at the
+    positions RA^2 would attract are replaced by their targets inside this frozen model,
+    everything else left as it is. If the targets carry the forgotten answer, it still comes
+    out; if they do not, it does not. No training is involved, so this isolates what the
+    targets are from how well an optimiser reaches them.
+    """
+    from ra2_unlearn.trainer import ra2_positions
+
+    enc = encode(tokenizer, examples)
+    pad = int(tokenizer.pad_token_id or 0)
+    eos = tokenizer.eos_token_id
+    device = next(model.parameters()).device
+    if patch is not None:
+        patch[1].to(device)
+    out: list[bool] = []
+    model.eval()
+    for s in range(0, len(enc), batch_size):
+        b = {k: v.to(device) for k, v in pad_batch(enc[s : s + batch_size], pad).items()}
+        ids, mask = b["input_ids"], b["attention_mask"]
+        if patch is None:
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        else:
+            config, bank = patch
+            with capture_layers(model, [config.layer]) as store:
+                ref_logits = model(input_ids=ids, attention_mask=mask).logits
+            states = store[config.layer]
+            where, exclude = ra2_positions(
+                config, bank, states, ref_logits, b, [] if eos is None else [eos]
+            )
+            targets = bank.targets(states[where], config.k, config.tau, config.target, exclude)
+            with replace_states(model, config.layer, where, targets):
+                logits = model(input_ids=ids, attention_mask=mask).logits
+        nxt = b["labels"][:, 1:]
+        scored = (nxt != -100) & (nxt != (eos if eos is not None else -1))
+        right = (logits[:, :-1].argmax(-1) == nxt) | ~scored
+        out.extend(right.all(-1).tolist())
+    return np.array(out, dtype=bool)
 
 
 def mean_difference_direction(

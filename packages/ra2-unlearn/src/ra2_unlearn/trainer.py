@@ -21,9 +21,10 @@ from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from paperstack.progress import Progress
 from paperstack.tasks import Example
 from ra2_unlearn import losses
-from ra2_unlearn.anchors import AnchorBank
+from ra2_unlearn.anchors import AnchorBank, carrying_positions
 from ra2_unlearn.config import UnlearnConfig
 from ra2_unlearn.data import (
     ForgetRetainCollator,
@@ -40,6 +41,7 @@ __all__ = [
     "UnlearnTrainer",
     "build_anchor_bank",
     "load_model",
+    "ra2_positions",
     "training_arguments",
     "unlearn",
 ]
@@ -74,6 +76,12 @@ class UnlearnTrainer(Trainer):
         check_layer(model, config.layer)
         for i in config.resolved_trained_layers():
             check_layer(model, i, "trained_layers")
+        # Remember every flag this trainer changes, so train() can hand the caller's modules
+        # back as they were (select_trainable freezes most of the model, the reference is
+        # frozen whole).
+        self._saved_flags = [
+            (p, p.requires_grad) for m in (model, ref_model) for p in m.parameters()
+        ]
         select_trainable(model, config.resolved_trainable(), config.resolved_trained_layers())
         if config.method == "ra2" and anchors is None:
             raise UnlearnError("method 'ra2' needs an anchor bank (see build_anchor_bank)")
@@ -103,6 +111,23 @@ class UnlearnTrainer(Trainer):
             u = torch.rand(d, generator=g)
             self.control_vector = (config.steering_coeff * u / u.norm()).to(self.args.device)
         self.loss_parts: list[dict[str, float]] = []
+        #: Tokens whose prediction is not forgotten content (the end of an answer).
+        eos = getattr(getattr(model, "config", None), "eos_token_id", None)
+        self.stop_ids: list[int] = (
+            [] if eos is None else list(eos if isinstance(eos, list) else [eos])
+        )
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.train``, then every ``requires_grad`` flag restored as the caller had it."""
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            self.restore_flags()
+
+    def restore_flags(self) -> None:
+        """Put back the ``requires_grad`` flags the model and the reference had at init."""
+        for p, flag in self._saved_flags:
+            p.requires_grad_(flag)
 
     def _width(self) -> int:
         with torch.no_grad(), capture_layers(self.ref_model, [self.config.layer]) as store:
@@ -197,14 +222,18 @@ class UnlearnTrainer(Trainer):
     ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, ell = self.config, self.config.layer
         assert self.anchors is not None
-        fmask, rmask = self._forget_mask(f), r["attention_mask"].bool()
+        rmask = r["attention_mask"].bool()
         hf, _ = self._hidden(model, f, [ell])
         hr, logits_r = self._hidden(model, r, self.retain_layers)
         with torch.no_grad():
-            hf0, _ = self._hidden(self.ref_model, f, [ell])
+            hf0, logits_f0 = self._hidden(self.ref_model, f, [ell])
             hr0, logits_r0 = self._hidden(self.ref_model, r, self.retain_layers)
+            fmask, exclude = self.ra2_positions(hf0[ell], logits_f0, f)
             targets = torch.zeros_like(hf0[ell])
-            targets[fmask] = self.anchors.targets(hf0[ell][fmask], cfg.k, cfg.tau, cfg.target)
+            if bool(fmask.any()):
+                targets[fmask] = self.anchors.targets(
+                    hf0[ell][fmask], cfg.k, cfg.tau, cfg.target, exclude
+                )
         forget = losses.ra2_forget_loss(hf[ell], targets, fmask)
         retain = losses.ra2_retain_loss(
             [hr[i] for i in self.retain_layers],
@@ -215,7 +244,53 @@ class UnlearnTrainer(Trainer):
             cfg.retain_kl,
         )
         loss = forget + cfg.alpha * retain
-        return loss, {"forget": float(forget.detach()), "retain": float(retain.detach())}
+        return loss, {
+            "forget": float(forget.detach()),
+            "retain": float(retain.detach()),
+            "attracted": float(fmask.sum()),
+        }
+
+    @torch.no_grad()
+    def ra2_positions(
+        self, ref_states: torch.Tensor, ref_logits: torch.Tensor, side: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """RA^2's attracted forget positions ``[B, T]`` and, per attracted position, the token
+        its anchors must not support (None when the config keeps 0.1's unfiltered kNN)."""
+        return ra2_positions(self.config, self.anchors, ref_states, ref_logits, side,
+                             self.stop_ids)  # fmt: skip
+
+
+def ra2_positions(
+    config: UnlearnConfig,
+    anchors: AnchorBank | None,
+    ref_states: torch.Tensor,
+    ref_logits: torch.Tensor,
+    side: dict[str, torch.Tensor],
+    stop_ids: Sequence[int] = (),
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Which forget positions RA^2 attracts, and the forgotten token each one predicts.
+
+    ``attract="carrying"``: positions whose frozen prediction is the labelled next token
+    (:func:`ra2_unlearn.anchors.carrying_positions`), minus exact twins of an anchor;
+    ``attract="all"``: every ``forget_tokens`` position (0.1). The excluded support is the
+    next label at each attracted position (with ``exclude_support``).
+    """
+    mask = side["attention_mask"].bool()
+    labels = side["labels"]
+    if config.attract == "carrying":
+        mask = mask & carrying_positions(ref_logits, labels, stop_ids)
+        if anchors is not None and bool(mask.any()):
+            twins = anchors.twins(ref_states[mask])
+            idx = mask.nonzero(as_tuple=True)
+            mask[idx[0][twins], idx[1][twins]] = False
+    elif config.forget_tokens == "answer":
+        pos = torch.arange(mask.shape[1], device=mask.device)[None, :]
+        mask = mask & (pos >= (side["prompt_len"][:, None] - 1))
+    if not config.exclude_support:
+        return mask, None
+    nxt = torch.full_like(labels, -1)
+    nxt[:, :-1] = labels[:, 1:]
+    return mask, nxt[mask]
 
 
 def build_anchor_bank(
@@ -251,11 +326,13 @@ class UnlearnResult:
 
 
 class _Progress(TrainerCallback):
-    def __init__(self, bar: Any, job: Any) -> None:
-        self.bar, self.job = bar, job
+    """Advance a :class:`paperstack.progress.Progress` once per optimiser step."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.bar.update(self.job, completed=state.global_step)
+        self.bar.advance()
 
 
 def training_arguments(
@@ -307,22 +384,34 @@ def unlearn(
     device: str = "cpu",
     output_dir: str | None = None,
     progress: bool = False,
+    inplace: bool = False,
 ) -> UnlearnResult:
-    """Unlearn ``forget`` from ``model`` (in place) while keeping ``retain``, with ``config``.
+    """Unlearn ``forget`` from ``model`` while keeping ``retain``, with ``config``.
 
     The defaults are the WMDP RMU recipe's optimiser settings (AdamW, constant lr 5e-5,
-    batch 4). ``ref_model`` defaults to a deep copy taken before training; ``lora_r`` wraps
-    the model in a peft LoRA adapter of that rank on the trained modules.
+    batch 4). Training runs on a copy of ``model`` (``inplace=True`` trains ``model`` itself),
+    so the caller's model, its weights and its ``requires_grad`` flags, is left as it was.
+    ``ref_model`` (the frozen theta_0) defaults to the untouched ``model``; ``lora_r`` wraps
+    the copy in a peft LoRA adapter of that rank on the trained modules.
     """
+    import math
     import time
 
     if steps < 1:
         raise UnlearnError(f"steps {steps}: must be >= 1")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise UnlearnError(f"lr {lr}: must be a finite number > 0")
+    if batch_size < 1:
+        raise UnlearnError(f"batch_size {batch_size}: must be >= 1")
     check_vocabulary_overlap(tokenizer, forget, "forget")
     check_vocabulary_overlap(tokenizer, retain, "retain")
     dataset = ForgetRetainDataset(encode(tokenizer, forget), encode(tokenizer, retain))
     check_layer(model, config.layer)
-    ref = ref_model if ref_model is not None else copy.deepcopy(model)
+    # The caller's model stays as it was: training runs on a copy (unless ``inplace``), and the
+    # untouched original serves as the frozen reference when none is given.
+    ref = ref_model if ref_model is not None else (copy.deepcopy(model) if inplace else model)
+    if not inplace:
+        model = copy.deepcopy(model)
     anchors = (
         build_anchor_bank(ref, tokenizer, retain, config, seed=seed)
         if (config.method == "ra2")
@@ -343,14 +432,8 @@ def unlearn(
     trainer.remove_callback(PrinterCallback)  # the demo prints its own lines
     trainer.remove_callback(ProgressCallback)
     start = time.perf_counter()
-    if progress:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            job = bar.add_task(f"unlearning ({config.method})", total=steps)
-            trainer.add_callback(_Progress(bar, job))
-            trainer.train()
-    else:
+    with Progress(steps, f"unlearning ({config.method})", enabled=progress) as bar:
+        trainer.add_callback(_Progress(bar))
         trainer.train()
     trained: Any = trainer.model
     if lora_r is not None:
@@ -375,17 +458,19 @@ def _with_lora(model: PreTrainedModel, config: UnlearnConfig, r: int) -> Any:
 
 
 def load_model(name_or_path: str, device: str = "cpu") -> tuple[PreTrainedModel, Any]:
-    """A causal LM and its tokenizer by hub id or local path (``from_pretrained``), with a
-    one-line error when it cannot be loaded or lacks decoder layers."""
+    """A causal LM and its tokenizer by hub id or local folder (``from_pretrained``).
+
+    A local folder is checked first by :func:`paperstack.checkpoint.load_pretrained` (a
+    truncated ``model.safetensors``, a ``config.json`` that is not JSON, a missing shard: one
+    line naming the file); a model without decoder layers is one line too.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    try:
-        tok = AutoTokenizer.from_pretrained(name_or_path)
-        loaded: Any = AutoModelForCausalLM.from_pretrained(name_or_path)
-        model = loaded.to(device)
-    except (OSError, ValueError) as exc:
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise UnlearnError(f"--model {name_or_path}: cannot load ({first})") from None
+    from paperstack.checkpoint import load_pretrained
+
+    tok = load_pretrained(name_or_path, AutoTokenizer.from_pretrained)
+    loaded: Any = load_pretrained(name_or_path, AutoModelForCausalLM.from_pretrained)
+    model = loaded.to(device)
     decoder_layers(model)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token

@@ -109,8 +109,20 @@ def dense_attention(
 ) -> torch.Tensor:
     """Full attention with SAGA's head mapping (prefill, training, and the dense baselines)."""
     scaling = q.shape[-1] ** -0.5 if scaling is None else scaling
-    keep = _check_mask(mask, q, k.shape[2])
+    t, length = q.shape[2], k.shape[2]
+    keep = _check_mask(mask, q, length)
     k_full, v_full = _expand(q, k, v)
+    if (
+        t == length
+        and t > 1
+        and torch.equal(
+            keep.expand(q.shape[0], 1, t, t)[:, 0],
+            _causal_mask(t, length, q.device)[:, 0].expand(q.shape[0], t, t),
+        )
+    ):
+        # a plain causal mask (training, an unpadded prefill): SDPA's causal kernel skips the
+        # blocks above the diagonal instead of reading a T x T mask
+        return F.scaled_dot_product_attention(q, k_full, v_full, is_causal=True, scale=scaling)
     return _sdpa(q, k_full, v_full, keep, scaling)
 
 
@@ -176,7 +188,11 @@ def dense_decode(
 
 
 def grouped_dense_decode(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scaling: float | None = None,
+    valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Dense decode without copying the cache: the fastest dense CPU path we have.
 
@@ -190,8 +206,12 @@ def grouped_dense_decode(
     b, hq, d = q.shape
     hk, hv, length = k.shape[1], v.shape[1], k.shape[2]
     qg = q.reshape(b, hk, layout.key_group_size, d)
-    logits = torch.matmul(qg, k.transpose(-1, -2))  # [B, H_k, H_q/H_k, L]
-    p = torch.softmax(logits * scaling, dim=-1).reshape(b, hv, layout.value_group_size, length)
+    logits = torch.matmul(qg, k.transpose(-1, -2)) * scaling  # [B, H_k, H_q/H_k, L]
+    if valid is not None:  # [B, L]; a row with nothing valid attends uniformly (stays finite)
+        keep = valid | ~valid.any(-1, keepdim=True)
+        logits = logits.masked_fill(~keep[:, None, None, :], float("-inf"))
+    p = torch.softmax(logits.float(), dim=-1).to(v.dtype)
+    p = p.reshape(b, hv, layout.value_group_size, length)
     return torch.matmul(p, v).reshape(b, hq, d)
 
 

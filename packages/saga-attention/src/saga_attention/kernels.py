@@ -1,33 +1,49 @@
-"""Triton kernels for SAGA's decode step: scoring, Atop-N selection, sparse gather-attention.
+"""Triton kernels for SAGA's decode step, and a flash-decoding dense baseline in the same tiling.
 
 Each kernel sits beside the PyTorch reference it must equal (:mod:`saga_attention.attention`,
-:mod:`saga_attention.selection`); the tests run them under ``TRITON_INTERPRET=1`` on the CPU.
-On a GPU the same code runs compiled (not measured in this release: no GPU was available).
+:mod:`saga_attention.selection`); the tests run them under ``TRITON_INTERPRET=1`` on the CPU,
+and the gpu-marked tests and ``benchmarks/gpu.sh`` compiled on CUDA (not run in this release:
+no GPU was lent). Every launch is parallel over the sequence, and nothing waits on the host,
+so a decode step can be captured in a CUDA graph.
 
-1. :func:`_score_kernel`, grid ``(B·H_k, ceil(L / BLOCK_L))``: ``s = (Σ_h q_h) · K_kᵀ · scale``
-   for a block of cached tokens; ``-inf`` where the token is masked. The only pass that reads
-   the whole key cache: ``H_k · L · d`` numbers.
-2. :func:`_select_kernel`, grid ``(B·H_k,)``: streams the scores once, keeps those ``≥ τ`` and
-   compacts them in position order into a ``cap``-slot buffer (a running offset plus an
-   in-block prefix sum). ``τ`` comes from the strided sample (:func:`atop_threshold`); the exact
-   top-N of the ``≤ cap`` survivors is a ``torch.topk`` over the buffer.
-3. :func:`_sparse_attention_kernel`, grid ``(B·H_q,)``: gathers the ``N`` selected keys of the
-   query's key head and values of its value head, and computes ``softmax(q K_Iᵀ·scale) V_I``.
+The sparse step (:func:`sparse_decode_triton`), per key head ``k``:
+
+1. :func:`_score_kernel`, grid ``(B·H_k, L / BLOCK_L)``: ``s = (Σ_{h∈grp(k)} q_h) K_kᵀ · scale``
+   for one block of tokens; ``-inf`` where masked. The only pass over the whole key cache:
+   ``H_k · L · d`` numbers.
+2. Threshold ``τ`` from the strided sample (:func:`~saga_attention.selection.atop_threshold`,
+   torch ops of static shape on ``L / stride`` scores).
+3. Split select: :func:`_count_kernel`, grid ``(B·H_k, L / CHUNK)``, counts the survivors
+   ``s ≥ τ`` of each chunk; a prefix sum over the chunk counts gives each chunk its offset;
+   :func:`_compact_kernel` (same grid) writes each chunk's survivors, in position order, to
+   their slots of a ``cap``-slot buffer. Exact top-``N`` of the ``≤ cap`` survivors is a
+   ``torch.topk`` over the buffer.
+4. :func:`_gather_attention_kernel`, grid ``(B·H_f,)`` with ``H_f = max(H_k, H_v)``: the query
+   heads of one fine group share a key head and a value head; the kernel gathers the ``N``
+   selected keys and values once for all of them and computes ``softmax(q K_Iᵀ·scale) V_I``
+   with an online softmax over blocks of ``N`` (fused gather + softmax + PV).
+
+The dense baseline (:func:`dense_decode_triton`) is flash-decoding: grid ``(B·H_f, splits)``,
+each program streams one chunk of the cache for its query group with an online softmax and
+writes a partial (max, sum, output); the partials are merged in torch.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
 import torch
 
-from saga_attention.heads import SagaError
+from saga_attention.heads import HeadLayout, SagaError
 from saga_attention.selection import AtopConfig, atop_threshold
 
 __all__ = [
     "atop_select_triton",
     "available",
+    "dense_decode_triton",
+    "gather_attention_triton",
     "score_triton",
     "sparse_attention_triton",
     "sparse_decode_triton",
@@ -98,20 +114,47 @@ if _HAVE_TRITON:
         tl.store(out_ptr + row.to(tl.int64) * length + offs_l, s, mask=in_l)
 
     @triton.jit
-    def _select_kernel(
+    def _count_kernel(
         s_ptr,
         tau_ptr,
-        idx_ptr,
-        cand_ptr,
+        count_ptr,
         length,
-        cap,
+        chunks,
+        CHUNK: tl.constexpr,
         BLOCK_L: tl.constexpr,
     ):
         row = tl.program_id(0)
+        chunk = tl.program_id(1)
         tau = tl.load(tau_ptr + row)
-        offset = tl.sum(tl.zeros([BLOCK_L], dtype=tl.int32), axis=0)
-        for start in range(0, length, BLOCK_L):
-            offs = start + tl.arange(0, BLOCK_L)
+        total = tl.sum(tl.zeros([BLOCK_L], dtype=tl.int32), axis=0)
+        for start in range(0, CHUNK, BLOCK_L):
+            offs = chunk * CHUNK + start + tl.arange(0, BLOCK_L)
+            s = tl.load(
+                s_ptr + row.to(tl.int64) * length + offs, mask=offs < length, other=float("-inf")
+            )
+            keep = (s >= tau) & (s > float("-inf"))
+            total += tl.sum(keep.to(tl.int32), axis=0)
+        tl.store(count_ptr + row * chunks + chunk, total)
+
+    @triton.jit
+    def _compact_kernel(
+        s_ptr,
+        tau_ptr,
+        offset_ptr,
+        idx_ptr,
+        cand_ptr,
+        length,
+        chunks,
+        cap,
+        CHUNK: tl.constexpr,
+        BLOCK_L: tl.constexpr,
+    ):
+        row = tl.program_id(0)
+        chunk = tl.program_id(1)
+        tau = tl.load(tau_ptr + row)
+        offset = tl.load(offset_ptr + row * chunks + chunk)
+        for start in range(0, CHUNK, BLOCK_L):
+            offs = chunk * CHUNK + start + tl.arange(0, BLOCK_L)
             s = tl.load(
                 s_ptr + row.to(tl.int64) * length + offs, mask=offs < length, other=float("-inf")
             )
@@ -124,7 +167,21 @@ if _HAVE_TRITON:
             offset += tl.sum(keep.to(tl.int32), axis=0)
 
     @triton.jit
-    def _sparse_attention_kernel(
+    def _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale):
+        """One block of an online softmax: fold ``softmax(q kᵀ · scale) v`` over the block's
+        valid tokens (``ok``) into the running max ``m``, sum ``acc_l`` and output ``acc``."""
+        logits = tl.dot(q, tl.trans(k)) * scale  # [G, BLOCK]
+        logits = tl.where(ok[None, :], logits, float("-inf"))
+        m_new = tl.maximum(m, tl.max(logits, axis=1))
+        m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
+        p = tl.exp(logits - m_safe[:, None])
+        alpha = tl.exp(m - m_safe)
+        acc = acc * alpha[:, None] + tl.dot(p, v)
+        acc_l = acc_l * alpha + tl.sum(p, axis=1)
+        return m_new, acc_l, acc
+
+    @triton.jit
+    def _gather_attention_kernel(
         q_ptr,
         k_ptr,
         v_ptr,
@@ -134,50 +191,146 @@ if _HAVE_TRITON:
         hq,
         hk,
         hv,
+        hf,
         length,
         n,
         dim,
         scale,
+        GROUP: tl.constexpr,
+        BLOCK_G: tl.constexpr,
         BLOCK_N: tl.constexpr,
         BLOCK_D: tl.constexpr,
     ):
         pid = tl.program_id(0)
-        b = pid // hq
-        h = pid % hq
-        kh = h // (hq // hk)
-        vh = h // (hq // hv)
-        offs_n = tl.arange(0, BLOCK_N)
+        b = pid // hf
+        f = pid % hf
+        kh = f * hk // hf
+        vh = f * hv // hf
+        offs_g = tl.arange(0, BLOCK_G)
         offs_d = tl.arange(0, BLOCK_D)
-        in_n = offs_n < n
+        in_g = offs_g < GROUP
         in_d = offs_d < dim
-        sel = (b * hk + kh).to(tl.int64) * n + offs_n
-        idx = tl.load(idx_ptr + sel, mask=in_n, other=0)
-        ok = tl.load(ok_ptr + sel, mask=in_n, other=0) != 0
-        ok = ok & in_n
-        q = tl.load(q_ptr + pid.to(tl.int64) * dim + offs_d, mask=in_d, other=0.0).to(tl.float32)
-        k_rows = (b * hk + kh).to(tl.int64) * length + idx
-        k = tl.load(
-            k_ptr + k_rows[:, None] * dim + offs_d[None, :],
-            mask=ok[:, None] & in_d[None, :],
+        heads = f * GROUP + offs_g  # the query heads of this fine group
+        q = tl.load(
+            q_ptr + (b * hq + heads[:, None]).to(tl.int64) * dim + offs_d[None, :],
+            mask=in_g[:, None] & in_d[None, :],
             other=0.0,
         ).to(tl.float32)
-        logits = tl.sum(k * q[None, :], axis=1) * scale
-        logits = tl.where(ok, logits, float("-inf"))
-        p = tl.exp(logits - tl.max(logits, axis=0))
-        p = tl.where(ok, p, 0.0)
-        p = p / tl.sum(p, axis=0)
-        v_rows = (b * hv + vh).to(tl.int64) * length + idx
-        v = tl.load(
-            v_ptr + v_rows[:, None] * dim + offs_d[None, :],
-            mask=ok[:, None] & in_d[None, :],
+        m = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+        acc_l = tl.zeros([BLOCK_G], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+        sel_base = (b * hk + kh).to(tl.int64) * n
+        for start in range(0, n, BLOCK_N):
+            offs_n = start + tl.arange(0, BLOCK_N)
+            in_n = offs_n < n
+            idx = tl.load(idx_ptr + sel_base + offs_n, mask=in_n, other=0)
+            ok = (tl.load(ok_ptr + sel_base + offs_n, mask=in_n, other=0) != 0) & in_n
+            k_rows = (b * hk + kh).to(tl.int64) * length + idx
+            k = tl.load(
+                k_ptr + k_rows[:, None] * dim + offs_d[None, :],
+                mask=ok[:, None] & in_d[None, :],
+                other=0.0,
+            ).to(tl.float32)
+            v_rows = (b * hv + vh).to(tl.int64) * length + idx
+            v = tl.load(
+                v_ptr + v_rows[:, None] * dim + offs_d[None, :],
+                mask=ok[:, None] & in_d[None, :],
+                other=0.0,
+            ).to(tl.float32)
+            m, acc_l, acc = _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
+        out = acc / tl.where(acc_l > 0, acc_l, 1.0)[:, None]
+        tl.store(
+            out_ptr + (b * hq + heads[:, None]).to(tl.int64) * dim + offs_d[None, :],
+            out,
+            mask=in_g[:, None] & in_d[None, :],
+        )
+
+    @triton.jit
+    def _dense_split_kernel(
+        q_ptr,
+        k_ptr,
+        v_ptr,
+        valid_ptr,
+        m_ptr,
+        l_ptr,
+        acc_ptr,
+        hq,
+        hk,
+        hv,
+        hf,
+        length,
+        splits,
+        dim,
+        scale,
+        CHUNK: tl.constexpr,
+        GROUP: tl.constexpr,
+        BLOCK_G: tl.constexpr,
+        BLOCK_L: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
+        pid = tl.program_id(0)
+        split = tl.program_id(1)
+        b = pid // hf
+        f = pid % hf
+        kh = f * hk // hf
+        vh = f * hv // hf
+        offs_g = tl.arange(0, BLOCK_G)
+        offs_d = tl.arange(0, BLOCK_D)
+        in_g = offs_g < GROUP
+        in_d = offs_d < dim
+        heads = f * GROUP + offs_g
+        q = tl.load(
+            q_ptr + (b * hq + heads[:, None]).to(tl.int64) * dim + offs_d[None, :],
+            mask=in_g[:, None] & in_d[None, :],
             other=0.0,
         ).to(tl.float32)
-        out = tl.sum(p[:, None] * v, axis=0)
-        tl.store(out_ptr + pid.to(tl.int64) * dim + offs_d, out, mask=in_d)
+        m = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+        acc_l = tl.zeros([BLOCK_G], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+        k_base = (b * hk + kh).to(tl.int64) * length * dim
+        v_base = (b * hv + vh).to(tl.int64) * length * dim
+        for start in range(0, CHUNK, BLOCK_L):
+            offs_l = split * CHUNK + start + tl.arange(0, BLOCK_L)
+            in_l = offs_l < length
+            ok = tl.load(valid_ptr + b.to(tl.int64) * length + offs_l, mask=in_l, other=0)
+            ok = (ok != 0) & in_l
+            k = tl.load(
+                k_ptr + k_base + offs_l[:, None].to(tl.int64) * dim + offs_d[None, :],
+                mask=in_l[:, None] & in_d[None, :],
+                other=0.0,
+            ).to(tl.float32)
+            v = tl.load(
+                v_ptr + v_base + offs_l[:, None].to(tl.int64) * dim + offs_d[None, :],
+                mask=in_l[:, None] & in_d[None, :],
+                other=0.0,
+            ).to(tl.float32)
+            m, acc_l, acc = _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
+        part = ((b * hq + heads) * splits + split).to(tl.int64)
+        tl.store(m_ptr + part, m, mask=in_g)
+        tl.store(l_ptr + part, acc_l, mask=in_g)
+        tl.store(
+            acc_ptr + part[:, None] * dim + offs_d[None, :], acc, mask=in_g[:, None] & in_d[None, :]
+        )
 
 
 def _pow2(x: int) -> int:
     return 1 << max(0, (int(x) - 1).bit_length())
+
+
+def _fine_groups(layout: HeadLayout) -> tuple[int, int]:
+    """``(H_f, G)``: the finer of the key and value head groupings and its query heads each.
+
+    The kernels give one program the query heads that share both a key head and a value
+    head, which needs one head count to divide the other.
+    """
+    hk, hv = layout.num_key_heads, layout.num_value_heads
+    if max(hk, hv) % min(hk, hv):
+        raise SagaError(
+            f"triton kernels: H_k={hk} and H_v={hv} must divide one another (one fine group of "
+            "query heads per program)"
+        )
+    hf = max(hk, hv)
+    return hf, layout.num_query_heads // hf
 
 
 def score_triton(
@@ -208,8 +361,9 @@ def atop_select_triton(
     selection: str = "atop",
     config: AtopConfig | None = None,
     block_l: int = 64,
+    chunk: int = 1024,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact top-N or Atop-N of ``scores[R, L]`` (``-inf`` = masked) with the select kernel.
+    """Exact top-N or Atop-N of ``scores[R, L]`` (``-inf`` = masked) with the split select.
 
     Equal to :func:`saga_attention.selection.atop_n` / :func:`exact_top_n` (as index sets).
     """
@@ -217,6 +371,7 @@ def atop_select_triton(
     rows, length = scores.shape
     if n > length:
         raise SagaError(f"top_n: {n} is larger than the context length {length}")
+    chunk = max(block_l, (chunk // block_l) * block_l)
     valid = torch.isfinite(scores)
     if selection == "exact":
         tau = torch.full((rows, 1), float("-inf"), device=scores.device)
@@ -225,36 +380,42 @@ def atop_select_triton(
         tau, cap = atop_threshold(scores, valid, n, config or AtopConfig())
     else:
         raise SagaError(f"selection: must be 'exact' or 'atop', got {selection!r}")
+    chunks = triton.cdiv(length, chunk)
+    tau = tau.reshape(rows).contiguous().float()
+    scores = scores.contiguous()
+    counts = torch.empty(rows, chunks, dtype=torch.int32, device=scores.device)
+    grid: Any = (rows, chunks)
+    _count_kernel[grid](scores, tau, counts, length, chunks, CHUNK=chunk, BLOCK_L=block_l)
+    offsets = (counts.cumsum(-1) - counts).to(torch.int32).contiguous()
     idx = torch.zeros(rows, cap, dtype=torch.int64, device=scores.device)
     cand = torch.full((rows, cap), float("-inf"), dtype=torch.float32, device=scores.device)
-    _select_kernel[(rows,)](
-        scores.contiguous(),
-        tau.reshape(rows).contiguous().float(),
-        idx,
-        cand,
-        length,
-        cap,
-        BLOCK_L=block_l,
+    _compact_kernel[grid](
+        scores, tau, offsets, idx, cand, length, chunks, cap, CHUNK=chunk, BLOCK_L=block_l
     )
     values, j = cand.topk(n, dim=-1)
     return idx.gather(-1, j), torch.isfinite(values)
 
 
-def sparse_attention_triton(
+def gather_attention_triton(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     idx: torch.Tensor,
     ok: torch.Tensor,
     scale: float,
+    block_n: int = 64,
 ) -> torch.Tensor:
-    """``o[B, H_q, d]`` from the selection ``idx, ok [B, H_k, N]`` (gather-attention kernel)."""
+    """``o[B, H_q, d]`` from the selection ``idx, ok [B, H_k, N]``: fused gather + softmax + PV."""
+    from saga_attention.attention import layout_of
+
     _require(q.device)
+    layout = layout_of(q.unsqueeze(2), k, v)
+    hf, group = _fine_groups(layout)
     b, hq, dim = q.shape
     hk, hv, length = k.shape[1], v.shape[1], k.shape[2]
     n = idx.shape[-1]
     out = torch.empty(b, hq, dim, dtype=torch.float32, device=q.device)
-    _sparse_attention_kernel[(b * hq,)](
+    _gather_attention_kernel[(b * hf,)](
         q.contiguous(),
         k.contiguous(),
         v.contiguous(),
@@ -264,14 +425,21 @@ def sparse_attention_triton(
         hq,
         hk,
         hv,
+        hf,
         length,
         n,
         dim,
         float(scale),
-        BLOCK_N=_pow2(n),
-        BLOCK_D=_pow2(dim),
+        GROUP=group,
+        BLOCK_G=max(16, _pow2(group)),
+        BLOCK_N=max(16, min(block_n, _pow2(n))),
+        BLOCK_D=max(16, _pow2(dim)),
     )
     return out.to(q.dtype)
+
+
+#: The 0.1 name of the gather-attention step.
+sparse_attention_triton = gather_attention_triton
 
 
 def sparse_decode_triton(
@@ -303,4 +471,63 @@ def sparse_decode_triton(
     valid_rows = valid[:, None, :].expand(b, hk, length).reshape(b * hk, length)
     scores = score_triton(q_sum, k.reshape(b * hk, length, dim), valid_rows, scale)
     idx, ok = atop_select_triton(scores, top_n, selection, atop)
-    return sparse_attention_triton(q, k, v, idx.view(b, hk, top_n), ok.view(b, hk, top_n), scale)
+    return gather_attention_triton(q, k, v, idx.view(b, hk, top_n), ok.view(b, hk, top_n), scale)
+
+
+def dense_decode_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    valid: torch.Tensor | None = None,
+    scaling: float | None = None,
+    chunk: int | None = None,
+    block_l: int = 64,
+) -> torch.Tensor:
+    """Dense decode, flash-decoding style: the cache split into chunks read in parallel, each
+    with an online softmax, then the partials merged: ``o = Σ_s e^{m_s - m} acc_s / Σ_s e^{m_s
+    - m} l_s``. Any ``H_k``/``H_v`` whose counts divide one another (GQA and SAGA alike)."""
+    from saga_attention.attention import layout_of
+
+    _require(q.device)
+    layout = layout_of(q.unsqueeze(2), k, v)
+    hf, group = _fine_groups(layout)
+    b, hq, dim = q.shape
+    length = k.shape[2]
+    scale = dim**-0.5 if scaling is None else scaling
+    if valid is None:
+        valid = torch.ones(b, length, dtype=torch.bool, device=q.device)
+    if chunk is None:  # about 4 programs per SM-sized slice of a long cache
+        chunk = max(block_l, min(4096, _pow2(math.ceil(length / 64))))
+    chunk = max(block_l, (chunk // block_l) * block_l)
+    splits = triton.cdiv(length, chunk)
+    m = torch.empty(b, hq, splits, dtype=torch.float32, device=q.device)
+    lsum = torch.empty_like(m)
+    acc = torch.empty(b, hq, splits, dim, dtype=torch.float32, device=q.device)
+    grid: Any = (b * hf, splits)
+    _dense_split_kernel[grid](
+        q.contiguous(),
+        k.contiguous(),
+        v.contiguous(),
+        valid.to(torch.int8).contiguous(),
+        m,
+        lsum,
+        acc,
+        hq,
+        layout.num_key_heads,
+        layout.num_value_heads,
+        hf,
+        length,
+        splits,
+        dim,
+        float(scale),
+        CHUNK=chunk,
+        GROUP=group,
+        BLOCK_G=max(16, _pow2(group)),
+        BLOCK_L=max(16, block_l),
+        BLOCK_D=max(16, _pow2(dim)),
+    )
+    top = m.amax(-1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    w = torch.exp(m - top)  # empty splits have m = -inf -> weight 0
+    out = (w.unsqueeze(-1) * acc).sum(2) / (w * lsum).sum(-1, keepdim=True).clamp_min(1e-30)
+    return out.to(q.dtype)

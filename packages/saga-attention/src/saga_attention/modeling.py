@@ -11,15 +11,18 @@ Two pieces, so that every baseline runs through the same code:
   "GQA + the same sparse attention" baseline.
 - :class:`SagaForCausalLM` (config :class:`SagaConfig`, ``model_type="saga_llama"``): a
   ``LlamaForCausalLM`` whose attention has ``H_k = num_key_heads`` key projections and
-  ``H_v = num_key_value_heads`` value projections. The KV cache is the ordinary
-  ``DynamicCache``, which stores keys and values as separate tensors, so it holds
-  ``(H_k + H_v) · d`` numbers per token and layer; ``generate()`` works unchanged. Registered
-  with the Auto classes, so ``from_pretrained`` loads a saved SAGA model.
+  ``H_v = num_key_value_heads`` value projections. Its caches store keys and values as
+  separate tensors, so they hold ``(H_k + H_v) · d`` numbers per token and layer: the ordinary
+  ``DynamicCache``, and a static cache (:class:`AsymmetricStaticLayer`, what
+  ``generate(cache_implementation="static")`` builds for it) whose value tensors get ``H_v``
+  heads; transformers' own static layer sizes both from the keys. Registered with the Auto
+  classes, so ``from_pretrained`` loads a saved SAGA model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +38,7 @@ from transformers import (
     LlamaForCausalLM,
     PreTrainedModel,
 )
+from transformers.cache_utils import Cache, StaticCache, StaticLayer
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import LlamaAttention
 
@@ -42,6 +46,7 @@ from saga_attention.attention import (
     _check_mask,
     aggregate_scores,
     dense_attention,
+    grouped_dense_decode,
     sparse_attention,
     sparse_decode,
 )
@@ -51,10 +56,12 @@ from saga_attention.selection import AtopConfig, atop_n, exact_top_n, selection_
 __all__ = [
     "ATTENTION_NAME",
     "MODES",
+    "AsymmetricStaticLayer",
     "SagaAttention",
     "SagaConfig",
     "SagaForCausalLM",
     "SparseSettings",
+    "cache_kwargs",
     "enable_saga_attention",
     "kv_cache_bytes",
     "measure_recall",
@@ -126,7 +133,11 @@ def saga_attention_forward(
     )
     if sparse and _PROBES:
         _probe(query, key, attention_mask, scaling, settings)
-    if not sparse:
+    if not sparse and t == 1:  # a dense decode step: no copy of the cache to H_q heads
+        keep = _check_mask(attention_mask, query, length)[:, 0, 0, :]
+        keep = keep.expand(query.shape[0], length)
+        out = grouped_dense_decode(query[:, :, 0], key, value, scaling, keep).unsqueeze(2)
+    elif not sparse:
         out = dense_attention(query, key, value, attention_mask, scaling)
     elif t == 1:
         keep = _check_mask(attention_mask, query, length)[:, 0, 0, :]
@@ -174,8 +185,9 @@ def saga_attention_forward(
 class RecallProbe:
     """Collects Atop-N's recall against exact top-N on every sparse attention call it sees.
 
-    One value per (batch row, key head, query position) whose context holds more than ``N``
-    valid tokens (where selection is not trivial); see :func:`measure_recall`.
+    One value per (batch row, key head, query position) whose context holds more than
+    ``cap = cap_factor · N`` valid tokens (shorter rows are exact by construction); see
+    :func:`measure_recall`.
     """
 
     def __init__(self) -> None:
@@ -220,7 +232,10 @@ def _probe(
         approx = atop_n(scores, settings.top_n, valid, settings.atop)
         exact = exact_top_n(scores, settings.top_n, valid)
         recall = selection_recall(*approx, *exact)
-        nontrivial = valid.sum(-1) > settings.top_n
+        # rows of at most cap = cap_factor · N tokens are exact by construction (they skip the
+        # threshold), so they would only inflate the recall: count the others
+        cap = math.ceil(settings.atop.cap_factor * settings.top_n)
+        nontrivial = valid.sum(-1) > cap
         for probe in _PROBES:
             probe.add(recall[nontrivial])
 
@@ -290,10 +305,57 @@ class SagaAttention(LlamaAttention):
             nn.init.zeros_(self.k_proj.bias)
 
 
+class AsymmetricStaticLayer(StaticLayer):
+    """transformers' ``StaticLayer`` with the value tensor sized from the values (``H_v``).
+
+    The stock layer allocates ``values`` with the key states' head count, so the first
+    ``index_copy_`` of ``H_v != H_k`` value heads fails. Everything else (in-place updates,
+    ``mark_static_address`` for CUDA graphs, the position counter) is the stock code.
+    """
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        value_heads = value_states.shape[1]
+        if self.values is None or self.values.shape[1] != value_heads:
+            shape = (self.batch_size, value_heads, self.max_cache_len, self.v_head_dim)
+            self.values = torch.zeros(shape, dtype=value_states.dtype, device=self.device)
+            if not torch.compiler.is_compiling():
+                torch._dynamo.mark_static_address(self.values)
+
+
+def asymmetric_static_cache(cache: Cache) -> Cache:
+    """Make every (not yet allocated) stock static layer of ``cache`` an
+    :class:`AsymmetricStaticLayer`, in place; returns ``cache``."""
+    for layer in getattr(cache, "layers", []):
+        if type(layer) is StaticLayer:
+            layer.__class__ = AsymmetricStaticLayer
+    return cache
+
+
+def static_cache(config: SagaConfig | Any, max_cache_len: int) -> StaticCache:
+    """A ``StaticCache`` for a SAGA (or any) model whose value heads differ from its key heads."""
+    cache = StaticCache(config=config, max_cache_len=max_cache_len)
+    asymmetric_static_cache(cache)
+    return cache
+
+
 class SagaForCausalLM(LlamaForCausalLM):
     """``LlamaForCausalLM`` with :class:`SagaAttention` in every layer and ``"saga"`` attention."""
 
     config_class = SagaConfig
+
+    def _prepare_static_cache(  # type: ignore[override]
+        self, *args: Any, **kwargs: Any
+    ) -> Cache:
+        """``generate(cache_implementation="static")``: transformers' static cache, with value
+        tensors of ``H_v`` heads. Allocation stays lazy (from the first key and value states):
+        transformers' eager path sizes every tensor from one head count."""
+        if "prefill_chunk_size" in kwargs:
+            kwargs["prefill_chunk_size"] = None
+        elif len(args) >= 4:
+            args = (*args[:3], None, *args[4:])
+        prepare: Any = super()._prepare_static_cache  # type: ignore[misc]
+        return asymmetric_static_cache(prepare(*args, **kwargs))
 
     def __init__(self, config: SagaConfig) -> None:
         register()
@@ -344,6 +406,15 @@ def enable_saga_attention(
     cfg.saga_atop_cap_factor = atop.cap_factor
     cfg._attn_implementation = ATTENTION_NAME
     return model
+
+
+def cache_kwargs(model: Any, cache: Cache) -> dict[str, Cache]:
+    """``{name: cache}`` for ``model(...)``: transformers 5.24 renamed ``past_key_values`` to
+    ``cache`` (the old name warns); 5.17, the GPU machine's version, knows only the old one."""
+    import inspect
+
+    params = inspect.signature(type(model).forward).parameters
+    return {"cache": cache} if "cache" in params else {"past_key_values": cache}
 
 
 def kv_cache_bytes(cache: Any) -> int:

@@ -24,6 +24,13 @@ spread is about ``stride · sqrt(k)``, which puts the measured recall against ex
 0.99+ on random scores and on the trained models of the demo (see the README's table).
 Rows with at most ``cap`` valid tokens skip the threshold (``τ = -inf``): all of them fit the
 buffer, so step 4 alone gives the exact top-N.
+
+Two compactions compute step 3, with the same survivors in the same slots: on the CPU,
+``nonzero`` over the survivor mask (it reads the mask once and syncs, which costs nothing
+there); elsewhere (CUDA, a captured graph, ``torch.compile``) a prefix sum and a scatter whose
+shapes depend only on ``L`` and ``N``, so a decode step never waits on the host. The sampled
+top-k of step 2 then has a static size too (``ceil(oversample · N)``, the largest ``k`` any
+mask can need).
 """
 
 from __future__ import annotations
@@ -57,14 +64,15 @@ class AtopConfig:
 
 def _prepare(
     scores: torch.Tensor, n: int, valid: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Scores as float with ``-inf`` where not valid; ``valid`` expanded (None: all valid)."""
     length = scores.shape[-1]
     if not isinstance(n, int) or n < 1:
         raise SagaError(f"top_n: must be a positive integer, got {n!r}")
     if n > length:
         raise SagaError(f"top_n: {n} is larger than the context length {length}")
     if valid is None:
-        valid = torch.ones_like(scores, dtype=torch.bool)
+        return scores.float(), None
     else:
         try:
             valid = valid.to(torch.bool).expand_as(scores)
@@ -86,22 +94,34 @@ def exact_top_n(
     return indices, torch.isfinite(values)
 
 
+def _host_sync_is_free(t: torch.Tensor) -> bool:
+    """True on the CPU in eager mode, where reading a tensor's value costs no device wait."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 def atop_threshold(
-    masked: torch.Tensor, valid: torch.Tensor, n: int, config: AtopConfig
+    masked: torch.Tensor, valid: torch.Tensor | None, n: int, config: AtopConfig
 ) -> tuple[torch.Tensor, int]:
     """Steps 1-2 of Atop-N: the threshold ``τ[..., 1]`` from a strided sample, and ``cap``.
 
-    ``masked`` holds the scores with ``-inf`` at invalid positions. ``τ = -inf`` for rows with
-    at most ``cap`` valid tokens (they all fit the buffer).
+    ``masked`` holds the scores with ``-inf`` at invalid positions (``valid`` None: none
+    invalid). ``τ = -inf`` for rows with at most ``cap`` valid tokens (they all fit the buffer).
     """
     length = masked.shape[-1]
-    count = valid.sum(-1)  # L_valid per row
     cap = min(length, math.ceil(config.cap_factor * n))
     sample = masked[..., :: config.stride]
-    m_valid = torch.isfinite(sample).sum(-1)
+    if valid is None:
+        count = torch.full(masked.shape[:-1], length, device=masked.device)
+        m_valid = torch.full(masked.shape[:-1], sample.shape[-1], device=masked.device)
+    else:
+        count = valid.sum(-1)  # L_valid per row
+        m_valid = torch.isfinite(sample).sum(-1)
     k = torch.ceil(config.oversample * n * m_valid / count.clamp(min=1)).long()
     k = torch.minimum(k.clamp(min=1), m_valid.clamp(min=1))
-    k_max = int(k.max()) if k.numel() else 1
+    if _host_sync_is_free(k):
+        k_max = int(k.max()) if k.numel() else 1
+    else:  # static: m_valid <= L_valid, so k <= ceil(oversample · N) whatever the mask
+        k_max = math.ceil(config.oversample * n)
     top_sample = sample.topk(min(k_max, sample.shape[-1]), dim=-1).values
     tau = top_sample.gather(-1, (k - 1).clamp(max=top_sample.shape[-1] - 1).unsqueeze(-1))
     take_all = (count <= cap) | (m_valid == 0)  # everything fits the buffer: exact
@@ -113,28 +133,62 @@ def atop_n(
     n: int,
     valid: torch.Tensor | None = None,
     config: AtopConfig | None = None,
+    compaction: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Approximate top-N by sampled threshold (see the module docstring for the algorithm).
 
     ``τ = sort_desc(s[..., ::stride])[k - 1]``, ``k = ceil(oversample · N · m_valid / L_valid)``;
     survivors ``{i : s_i ≥ τ}``, the first ``cap`` in position order; then ``argtop_N`` over them.
+    ``compaction``: ``"nonzero"``, ``"scatter"`` or None (nonzero on the CPU, else scatter).
     """
     cfg = config or AtopConfig()
     masked, valid = _prepare(scores, n, valid)
-    length = masked.shape[-1]
     tau, cap = atop_threshold(masked, valid, n, cfg)
-    survivors = valid & (masked >= tau)
-    rank = survivors.long().cumsum(-1) - 1
-    keep = survivors & (rank < cap)
-    slot = torch.where(keep, rank, torch.full_like(rank, cap))  # slot ``cap`` is a dump
-    positions = torch.arange(length, device=scores.device).expand_as(rank)
-    buffer = torch.zeros((*rank.shape[:-1], cap + 1), dtype=torch.long, device=scores.device)
-    buffer.scatter_(-1, slot, positions)
-    buffer = buffer[..., :cap]
-    filled = torch.arange(cap, device=scores.device) < keep.sum(-1, keepdim=True)
+    survivors = masked >= tau
+    if valid is not None:
+        survivors &= valid
+    if compaction is None:
+        compaction = "nonzero" if _host_sync_is_free(scores) else "scatter"
+    if compaction == "nonzero":
+        buffer, filled = _compact_nonzero(survivors, cap)
+    elif compaction == "scatter":
+        buffer, filled = _compact_scatter(survivors, cap)
+    else:
+        raise SagaError(f"compaction: must be 'nonzero' or 'scatter', got {compaction!r}")
     cand_scores = masked.gather(-1, buffer).masked_fill(~filled, float("-inf"))
     values, j = cand_scores.topk(n, dim=-1)
     return buffer.gather(-1, j), torch.isfinite(values)
+
+
+def _compact_nonzero(survivors: torch.Tensor, cap: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 3 by ``nonzero``: the first ``cap`` survivor positions of each row, in order.
+
+    Returns ``buffer[..., cap]`` (positions; 0 in empty slots) and ``filled[..., cap]``.
+    """
+    lead, length = survivors.shape[:-1], survivors.shape[-1]
+    flat = survivors.reshape(-1, length)
+    rows, pos = flat.nonzero(as_tuple=True)  # row-major: positions ascend within a row
+    counts = flat.sum(-1)
+    starts = counts.cumsum(0) - counts
+    rank = torch.arange(rows.numel(), device=flat.device) - starts[rows]
+    keep = rank < cap
+    buffer = torch.zeros(flat.shape[0], cap, dtype=torch.long, device=flat.device)
+    buffer[rows[keep], rank[keep]] = pos[keep]
+    filled = torch.arange(cap, device=flat.device) < counts.clamp(max=cap).unsqueeze(-1)
+    return buffer.view(*lead, cap), filled.view(*lead, cap)
+
+
+def _compact_scatter(survivors: torch.Tensor, cap: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 3 by prefix sum and scatter (static shapes, no host sync), as ``_compact_nonzero``."""
+    length = survivors.shape[-1]
+    rank = survivors.long().cumsum(-1) - 1
+    keep = survivors & (rank < cap)
+    slot = torch.where(keep, rank, torch.full_like(rank, cap))  # slot ``cap`` is a dump
+    positions = torch.arange(length, device=survivors.device).expand_as(rank)
+    buffer = torch.zeros((*rank.shape[:-1], cap + 1), dtype=torch.long, device=survivors.device)
+    buffer.scatter_(-1, slot, positions)
+    filled = torch.arange(cap, device=survivors.device) < keep.sum(-1, keepdim=True)
+    return buffer[..., :cap], filled
 
 
 def select(

@@ -5,15 +5,23 @@ of :class:`~saga_attention.recall.RecallTask`, loss on the answer tokens only. A
 dense during training (SAGA is an architecture; sparsity is a decode-time choice); the
 conversion recipe may train with sparse attention on (:mod:`saga_attention.convert`).
 
-Evaluation scores every answer of held-out sequences in one teacher-forced forward pass with
-``saga_sparse_prefill`` on, so that every position uses exactly the attention a token-by-token
-sparse decode would use (the tests check the equivalence against step-by-step decoding with
-the cache). An answer counts as correct when its argmax is the bound value: for greedy decoding
-that is the same as generating it.
+Long contexts are reached by a length curriculum (one ``TrainSpec`` per phase, each with its
+own context length): the lookup circuit forms quickly on short, filler-free sequences and then
+learns to ignore fillers at 1K tokens, where training from scratch would sit on its loss
+plateau for longer than the demo's CPU budget.
+
+Evaluation (:func:`evaluate_decode`) does what a deployed model does: a dense prefill of the
+prompt (``<bos>``, the context, ``<sep>``) into the KV cache, then the query region decoded
+under each attention mode, teacher-forced. The query tokens go through the model in one call
+with ``saga_sparse_prefill`` on, so every one of them uses exactly the attention a
+token-by-token sparse decode would use over the cache (the tests check the equivalence against
+step-by-step decoding). An answer counts as correct when its argmax is the bound value: for
+greedy decoding that is the same as generating it.
 """
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import (
+    DynamicCache,
     LlamaConfig,
     LlamaForCausalLM,
     PreTrainedModel,
@@ -34,13 +43,23 @@ from saga_attention.heads import SagaError
 from saga_attention.modeling import (
     SagaConfig,
     SagaForCausalLM,
+    cache_kwargs,
     enable_saga_attention,
     measure_recall,
 )
 from saga_attention.recall import BOS, PAD, SEP, RecallTask
 from saga_attention.selection import AtopConfig
 
-__all__ = ["EvalResult", "ModelSpec", "TrainSpec", "build_model", "evaluate", "train"]
+__all__ = [
+    "EvalResult",
+    "ModelSpec",
+    "TrainSpec",
+    "build_model",
+    "evaluate",
+    "evaluate_decode",
+    "train",
+    "train_curriculum",
+]
 
 
 @dataclass(frozen=True)
@@ -54,6 +73,8 @@ class ModelSpec:
     key_heads: int = 4
     value_heads: int = 4
     init_std: float = 0.02
+    rope_theta: float = 10_000.0
+    max_positions: int = 512
 
 
 @dataclass(frozen=True)
@@ -67,6 +88,7 @@ class TrainSpec:
     weight_decay: float = 0.0
     sparse: str = "dense"  # attention during training: dense, exact or atop (sparse prefill)
     top_n: int = 16
+    context: int | None = None  # context length of this phase's sequences (None: the task's)
 
 
 def build_model(task: RecallTask, spec: ModelSpec, seed: int = 0) -> PreTrainedModel:
@@ -78,7 +100,8 @@ def build_model(task: RecallTask, spec: ModelSpec, seed: int = 0) -> PreTrainedM
         "num_hidden_layers": spec.layers,
         "num_attention_heads": spec.query_heads,
         "num_key_value_heads": spec.value_heads,
-        "max_position_embeddings": max(512, task.length),
+        "max_position_embeddings": max(spec.max_positions, task.length),
+        "rope_parameters": {"rope_type": "default", "rope_theta": spec.rope_theta},
         "pad_token_id": PAD,
         "bos_token_id": BOS,
         "eos_token_id": SEP,
@@ -116,6 +139,8 @@ def train(
     """Train ``model`` in place with ``transformers.Trainer``; returns the logged losses."""
     if spec.steps < 1:
         raise SagaError(f"steps: must be >= 1, got {spec.steps}")
+    if spec.context is not None:
+        task = task.with_context(spec.context)
     data = task.generate(spec.steps * spec.batch_size, seed=10_000 + seed)
     enable_saga_attention(model, spec.sparse, spec.top_n, sparse_prefill=spec.sparse != "dense")
     with tempfile.TemporaryDirectory(prefix="saga-train-") as tmp:
@@ -145,6 +170,19 @@ def train(
         losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
     enable_saga_attention(model, "dense")
     model.eval()
+    return losses
+
+
+def train_curriculum(
+    model: PreTrainedModel,
+    task: RecallTask,
+    phases: tuple[TrainSpec, ...],
+    seed: int = 0,
+) -> list[float]:
+    """Train through ``phases`` in order (each with its own context and data seed)."""
+    losses: list[float] = []
+    for i, phase in enumerate(phases):
+        losses += train(model, task, phase, seed=seed + 7919 * i)
     return losses
 
 
@@ -204,3 +242,59 @@ def evaluate(
         seq_loss=np.concatenate(losses),
         recall=np.concatenate(recalls) if recalls else np.empty(0),
     )
+
+
+@torch.no_grad()
+def evaluate_decode(
+    model: PreTrainedModel,
+    task: RecallTask,
+    n: int,
+    seed: int,
+    modes: tuple[str, ...] = ("dense", "exact", "atop"),
+    top_n: int = 32,
+    atop: AtopConfig | None = None,
+    probe_recall: bool = False,
+    batch_size: int | None = None,
+) -> dict[str, EvalResult]:
+    """Accuracy and loss on ``n`` held-out sequences, prefilled densely, decoded per ``mode``.
+
+    One dense prefill of each prompt is shared by every mode (each mode decodes from its own
+    copy of the cache). With ``probe_recall`` the ``atop`` mode also records Atop-N's recall
+    against exact top-N on every decode row (:func:`~saga_attention.modeling.measure_recall`).
+    """
+    data = task.generate(n, seed=seed)
+    prompt = task.prompt_length
+    batch_size = batch_size or max(1, 4096 // task.length)
+    out: dict[str, dict[str, list[np.ndarray]]] = {
+        m: {"correct": [], "loss": [], "recall": []} for m in modes
+    }
+    model.eval()
+    for start in range(0, n, batch_size):
+        ids = data.input_ids[start : start + batch_size]
+        enable_saga_attention(model, "dense")
+        cache = DynamicCache(config=model.config)
+        model(ids[:, :prompt], **cache_kwargs(model, cache), use_cache=True)
+        tail = ids[:, prompt:]  # q1 a1 q2 a2 ...: logits at q_j predict a_j
+        target = tail[:, 1::2]
+        for mode in modes:
+            enable_saga_attention(model, mode, top_n, sparse_prefill=mode != "dense", atop=atop)
+            run = copy.deepcopy(cache)
+            if probe_recall and mode == "atop":
+                with measure_recall() as probe:
+                    logits = model(tail, **cache_kwargs(model, run), use_cache=True).logits
+                out[mode]["recall"].append(probe.recalls().numpy())
+            else:
+                logits = model(tail, **cache_kwargs(model, run), use_cache=True).logits
+            pred = logits[:, 0::2]  # [b, Q, V]
+            out[mode]["correct"].append((pred.argmax(-1) == target).numpy().ravel())
+            ce = F.cross_entropy(pred.transpose(1, 2), target, reduction="none")
+            out[mode]["loss"].append(ce.mean(-1).numpy())
+    enable_saga_attention(model, "dense")
+    return {
+        mode: EvalResult(
+            correct=np.concatenate(v["correct"]),
+            seq_loss=np.concatenate(v["loss"]),
+            recall=np.concatenate(v["recall"]) if v["recall"] else np.empty(0),
+        )
+        for mode, v in out.items()
+    }
