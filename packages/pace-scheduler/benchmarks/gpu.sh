@@ -64,7 +64,9 @@ timeout 150 "${PACE[@]}" profile "${ENGINE[@]}" --out "$OUT/profile" \
     --batch-sizes 1,4,16,32,64,128 --contexts 64,256,768 --new-tokens 5 2>&1 | tail -n 2 \
   | tee -a "$OUT/summary.txt"
 
-log "writing a trace at the SLO capacity of the fitted engine"
+# 0.5x of the T̂-derived SLO capacity: the served sweep's medium load in the demo (on the CPU
+# engine that estimate overstated what the engine sustains; every fixed cap collapsed at 1.0x).
+log "writing a trace at 0.5x the SLO capacity of the fitted engine"
 "$PY" - "$OUT/profile/fit.json" "$OUT/trace.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
 import sys
 from dataclasses import replace
@@ -75,10 +77,10 @@ from pace_scheduler.workload import WorkloadConfig, generate, write_trace
 model = LatencyModel.load(sys.argv[1])
 wl = WorkloadConfig(n_requests=80, prompt_mean=256, serial_mean=48, branch_mean=96, max_tokens=512)
 ttft, tpot = slos_for(model, wl, 3.0, 20.0)
-rate = capacity(model, wl, EngineConfig(max_num_seqs=128), tpot)
+rate = 0.5 * capacity(model, wl, EngineConfig(max_num_seqs=128), tpot)
 write_trace(sys.argv[2], generate(replace(wl, rate=rate, ttft_slo=ttft, tpot_slo=tpot), seed=0))
 print(f"gpu.sh: per-token SLO {tpot * 1e3:.2f} ms, TTFT SLO {ttft * 1e3:.0f} ms, "
-      f"rate {rate:.2f} req/s (1.0x SLO capacity), 80 requests")
+      f"rate {rate:.2f} req/s (0.5x SLO capacity), 80 requests")
 EOF
 
 log "serving the trace under each policy"
