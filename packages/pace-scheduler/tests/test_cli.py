@@ -216,6 +216,7 @@ def test_simulate_trace_that_is_a_directory_is_a_one_line_error(tmp_path, capsys
         (["demo", "--quick", "--out", "o", "--workers", "0"], "--workers"),
         (["demo", "--quick", "--out", "o", "--seeds", "3-1"], "--seeds"),
         (["bench", "--out", "o", "--repeats", "0"], "--repeats"),
+        (["bench", "--out", "o", "--repeats", "1"], "--repeats"),
         (["simulate", "--trace", "t.jsonl", "--kv-blocks", "0"], "--kv-blocks"),
     ],
 )
@@ -227,6 +228,19 @@ def test_impossible_numbers_are_refused(tmp_path, monkeypatch, capsys, argv, nee
     err = capsys.readouterr().err
     assert needle in err
     assert "Traceback" not in err
+
+
+def test_reduced_plan_keeps_the_full_design_and_shrinks_only_the_sizes():
+    full, reduced = demo.plan(False), demo.reduced_plan()
+    assert reduced.engine_loads == full.engine_loads
+    assert reduced.engine_seeds == full.engine_seeds >= 3
+    assert reduced.engine_caps == full.engine_caps  # the whole fixed-cap grid
+    assert reduced.sim_caps == full.sim_caps
+    assert reduced.sim_policies == full.sim_policies
+    assert reduced.validation_seeds == full.validation_seeds
+    assert min(reduced.sim_loads) < reduced.medium < max(reduced.sim_loads)
+    assert reduced.engine_requests < full.engine_requests
+    assert reduced.sim_requests < full.sim_requests
 
 
 def test_demo_on_validation_seeds_is_refused(tmp_path, capsys):
@@ -253,6 +267,34 @@ def test_missing_model_folder_is_a_one_line_error(tmp_path, capsys):
         ["demo", "--quick", "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
         "no such directory",
     )
+
+
+def test_truncated_model_folder_is_a_one_line_error_naming_the_file(tmp_path, capsys):
+    from pace_scheduler.profile import toy_model
+
+    folder = tmp_path / "model"
+    toy_model("micro").save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    capsys.readouterr()  # save_pretrained's own progress bar
+    out = tmp_path / "o"
+    err = _one_line_error(capsys, ["demo", "--quick", "--model", str(folder), "--out", str(out)])
+    assert "model.safetensors" in err
+    assert "truncated" in err
+    assert not out.exists()  # the folder the failed run created is removed
+
+
+def test_model_folder_with_a_bad_config_is_a_one_line_error(tmp_path, capsys):
+    from pace_scheduler.profile import toy_model
+
+    folder = tmp_path / "model"
+    toy_model("micro").save_pretrained(folder)
+    (folder / "config.json").write_text("{not json")
+    capsys.readouterr()  # save_pretrained's own progress bar
+    err = _one_line_error(
+        capsys, ["serve", "--trace", str(folder / "config.json"), "--model", str(folder)]
+    )
+    assert "config.json" in err
 
 
 def test_bench_writes_decision_times_and_sim_speed(tmp_path, monkeypatch):

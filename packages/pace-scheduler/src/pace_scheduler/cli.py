@@ -18,50 +18,24 @@ that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pace_scheduler import __version__
 from pace_scheduler.errors import PaceSchedulerError
-from paperstack.contract import ContractCLI, Report, Run, check_device, check_model
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    check_device,
+    check_model,
+    positive_float,
+    positive_int,
+    positive_int_list,
+)
 
 cli = ContractCLI("pace", "pace-scheduler", __version__, __doc__)
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
-    return values
-
-
-def _bounded(kind: type, low: float, strict: bool = False) -> Callable[[str], Any]:
-    """An argparse type for ``kind`` (int or float): finite, and >= ``low`` (> when
-    ``strict``), so an impossible count or rate is refused in the command line's own words."""
-    what = "an integer" if kind is int else "a number"
-    bound = f"{'>' if strict else '>='} {low:g}"
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-        if not math.isfinite(value) or value < low or (strict and value == low):
-            raise argparse.ArgumentTypeError(f"must be finite and {bound}, got {text}")
-        return value
-
-    return parse
-
-
-COUNT = _bounded(int, 1)
-RATE = _bounded(float, 0.0, strict=True)
 
 
 # --------------------------------------------------------------------------- demo
@@ -74,7 +48,15 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="a JSONL trace to replay under every policy instead of the generated load sweep",
     )
-    p.add_argument("--workers", type=COUNT, default=None, help="processes (default: up to 2)")
+    p.add_argument(
+        "--workers", type=positive_int, default=None, help="processes (default: up to 2)"
+    )
+    p.add_argument(
+        "--reduced",
+        action="store_true",
+        help="the full design at the size that fits about 40 minutes of a shared 2-core "
+        "machine (16 requests per served run, 3 simulated loads of 100 requests)",
+    )
 
 
 @cli.demo(
@@ -96,7 +78,7 @@ def demo(run: Run) -> Report:
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--repeats", type=_bounded(int, 2), default=200, help="timed decisions per batch size"
+        "--repeats", type=positive_int, default=200, help="timed decisions per batch size (>= 2)"
     )
 
 
@@ -104,6 +86,8 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
 def bench(run: Run) -> Report:
     from pace_scheduler.bench import run_bench
 
+    if run.args.repeats < 2:  # an interval needs two timings
+        raise PaceSchedulerError(f"--repeats: must be >= 2, got {run.args.repeats}")
     rows, config = run_bench(run.seed, 20 if run.quick else run.args.repeats)
     share = next(r for r in rows if r.metric == "decision_share_of_h200_step")
     return Report(
@@ -129,9 +113,11 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="directory for profile.jsonl, fit.json")
     _engine_flags(p)
     p.add_argument("--quick", action="store_true", help="a small grid")
-    p.add_argument("--batch-sizes", type=_ints, default=None, help="e.g. 1,2,4,8,16,32")
-    p.add_argument("--contexts", type=_ints, default=None, help="prompt tokens, e.g. 16,64,160")
-    p.add_argument("--new-tokens", type=COUNT, default=None, help="tokens per request")
+    p.add_argument("--batch-sizes", type=positive_int_list, default=None, help="e.g. 1,2,4,8,16,32")
+    p.add_argument(
+        "--contexts", type=positive_int_list, default=None, help="prompt tokens, e.g. 16,64,160"
+    )
+    p.add_argument("--new-tokens", type=positive_int, default=None, help="tokens per request")
     p.add_argument(
         "--fit-only",
         type=Path,
@@ -214,10 +200,10 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="fit.json from pace profile (default: profile the engine first)",
     )
     _engine_flags(p)
-    p.add_argument("--num-blocks", type=COUNT, default=None, help="KV cache pages")
-    p.add_argument("--page-size", type=COUNT, default=None, help="tokens per KV page")
-    p.add_argument("--max-batch", type=COUNT, default=None, help="sequences per step")
-    p.add_argument("--max-batch-tokens", type=COUNT, default=None, help="tokens per step")
+    p.add_argument("--num-blocks", type=positive_int, default=None, help="KV cache pages")
+    p.add_argument("--page-size", type=positive_int, default=None, help="tokens per KV page")
+    p.add_argument("--max-batch", type=positive_int, default=None, help="sequences per step")
+    p.add_argument("--max-batch-tokens", type=positive_int, default=None, help="tokens per step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="directory for results.json")
 
@@ -324,8 +310,8 @@ def _serve_in(
 
 def _trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="trace file to write (JSONL)")
-    p.add_argument("--rate", type=RATE, default=4.0, help="requests per second")
-    p.add_argument("--requests", type=COUNT, default=400)
+    p.add_argument("--rate", type=positive_float, default=4.0, help="requests per second")
+    p.add_argument("--requests", type=positive_int, default=400)
     p.add_argument("--arrival", choices=("poisson", "bursty"), default="poisson")
     p.add_argument("--ttft-slo", type=float, default=1.0, help="seconds")
     p.add_argument("--tpot-slo", type=float, default=0.05, help="seconds per critical-path token")
@@ -352,8 +338,8 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", type=Path, required=True, help="JSONL trace (see README)")
     p.add_argument("--policy", action="append", default=None, help="repeatable; default: all")
     p.add_argument("--latency", default="h200", help="'h200' or a fit.json written by pace profile")
-    p.add_argument("--kv-blocks", type=COUNT, default=None)
-    p.add_argument("--max-num-seqs", type=COUNT, default=256)
+    p.add_argument("--kv-blocks", type=positive_int, default=None)
+    p.add_argument("--max-num-seqs", type=positive_int, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="directory for results.json")
 

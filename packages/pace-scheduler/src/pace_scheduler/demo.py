@@ -126,6 +126,16 @@ def plan(quick: bool) -> DemoPlan:
     )
 
 
+def reduced_plan() -> DemoPlan:
+    """``pace demo --reduced``: the full design (every load of the served sweep, three seeds,
+    the whole fixed-cap grids, validation-chosen caps) at a size that finishes in about 40
+    minutes on a shared 2-core machine: 16 requests per served run (full: 48), the simulated
+    sweep at 0.5x / 1.0x / 1.5x with 100 requests per run (full: five loads, 400). Fixed
+    before any run of it; the seeds come from ``--seeds`` as usual."""
+    full = plan(False)
+    return replace(full, engine_requests=16, sim_loads=(0.5, 1.0, 1.5), sim_requests=100)
+
+
 # --------------------------------------------------------------------------- simulated
 
 

@@ -119,7 +119,7 @@ def run_demo(run: Run) -> Report:
     from pace_scheduler.sweep import default_workers
 
     workers = run.args.workers or default_workers()
-    p = d.plan(run.quick)
+    p = d.reduced_plan() if run.args.reduced and not run.quick else d.plan(run.quick)
     if set(p.validation_seeds) & set(run.seeds):
         raise PaceSchedulerError(
             f"--seeds: {sorted(set(p.validation_seeds) & set(run.seeds))} are validation seeds "
