@@ -3,45 +3,19 @@
 # serve the same branching trace in transformers' continuous-batching engine on CUDA with and
 # without Pace (IRP-Off, IRP-Eager, Pace, two fixed caps), after profiling that engine's steps.
 #
-#   bash packages/pace-scheduler/benchmarks/gpu.sh        # from the repository root
+#   bash packages/pace-scheduler/benchmarks/gpu.sh        # from anywhere in the checkout
 #
 # vLLM is not preinstalled there and nothing can be downloaded, so the vLLM plug-in is not run
 # here: this is the transformers engine on the GPU. The model is Qwen3-0.6B-shaped with random
-# weights (built from a config, saved locally: no hub). Everything goes to $OUT (default
-# ./gpu-out): model/, profile/ (profile.jsonl, fit.json), trace.jsonl, serve/results.json,
-# pytest.log, summary.txt. Budget: under 8 minutes on a bare H200 (timeouts below).
-set -euo pipefail
-
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
-OUT="${OUT:-$PWD/gpu-out}"
-mkdir -p "$OUT"
-PY="${PYTHON:-python3}"
-unset TRITON_INTERPRET  # real kernels where CUDA is present
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" TOKENIZERS_PARALLELISM=false
+# weights (built from a config, saved locally: no hub). tools/gpu-prelude.sh installs the core
+# and the package with pip --no-deps (or runs the source trees) and checks CUDA and the modules.
+# Everything goes to $OUT (default reports/pace-scheduler/gpu): env.txt, model/, profile/
+# (profile.jsonl, fit.json), trace.jsonl, serve/results.json, gpu-tests.txt, summary.txt.
+# Budget: under 8 minutes on a bare H200 (timeouts below).
+source "$(dirname "${BASH_SOURCE[0]}")/../../../tools/gpu-prelude.sh" pace-scheduler \
+  numpy scipy pydantic rich matplotlib platformdirs
 log() { echo "gpu.sh: $*" | tee -a "$OUT/summary.txt"; }
-: > "$OUT/summary.txt"
-
-"$PY" - <<'EOF' 2>&1 | tee -a "$OUT/summary.txt"
-import importlib, sys
-missing = [m for m in ("torch", "transformers", "numpy", "scipy", "pydantic", "rich",
-                       "matplotlib", "platformdirs") if importlib.util.find_spec(m) is None]
-if missing:
-    sys.exit(f"gpu.sh: missing on this machine (pip install --no-deps cannot fetch them): {missing}")
-import torch, transformers
-if not torch.cuda.is_available():
-    sys.exit("gpu.sh: no CUDA device: this script is for a GPU machine")
-print(f"gpu.sh: torch {torch.__version__}, transformers {transformers.__version__}, "
-      f"{torch.cuda.get_device_name(0)}")
-EOF
-
-log "installing shared/ and packages/pace-scheduler (--no-deps)"
-# Offline: a build needs hatchling already there (no build isolation). If it is not, the
-# sources run from the checkout instead (same code, no console script needed).
-if ! "$PY" -m pip install --quiet --no-deps --no-build-isolation "$ROOT/shared" \
-    "$ROOT/packages/pace-scheduler" >> "$OUT/summary.txt" 2>&1; then
-  log "pip could not build offline; running from the checkout (PYTHONPATH)"
-  export PYTHONPATH="$ROOT/shared/src:$ROOT/packages/pace-scheduler/src${PYTHONPATH:+:$PYTHONPATH}"
-fi
+cat "$OUT/env.txt" > "$OUT/summary.txt"
 PACE=("$PY" -m pace_scheduler.cli)
 
 log "building a Qwen3-0.6B-shaped model with random weights in $OUT/model"
@@ -89,10 +63,5 @@ timeout 240 "${PACE[@]}" serve --trace "$OUT/trace.jsonl" --fit "$OUT/profile/fi
     --policy global-16 --out "$OUT/serve" 2>&1 | tee -a "$OUT/summary.txt"
 
 log "gpu-marked tests"
-if "$PY" -c "import pytest" 2>/dev/null; then
-  (cd "$ROOT/packages/pace-scheduler" && timeout 60 "$PY" -m pytest -q -m gpu -p no:cacheprovider \
-      > "$OUT/pytest.log" 2>&1) && log "gpu tests passed" || log "gpu tests: see pytest.log"
-else
-  log "pytest is not installed: gpu tests not run"
-fi
+if gpu_tests 60; then log "gpu tests passed"; else log "gpu tests: see gpu-tests.txt"; fi
 log "done: $OUT"
