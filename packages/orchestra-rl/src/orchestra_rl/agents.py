@@ -42,13 +42,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from paperstack import tasks as core_tasks
-from paperstack.llm import ChatModel, RuleAgent
-from paperstack.llm.base import GenerationConfig, Prompt, as_messages, check_prompts
-
 from orchestra_rl.errors import OrchestraError
 from orchestra_rl.tasks import Instance, TaskEvaluator, builtin_evaluator, parse_confidence
 from orchestra_rl.wire import Received, parse_prompt
+from paperstack import tasks as core_tasks
+from paperstack.llm import ChatModel, RuleAgent
+from paperstack.llm.base import GenerationConfig, Prompt, as_messages, check_prompts
 
 __all__ = [
     "PROFILES",
@@ -131,14 +130,23 @@ PROFILES: tuple[tuple[Profile, float], ...] = (
     (_expert("science"), 0.1),
     (
         Profile(
-            "herder", default_skill=0.3, herding=0.85, verify=0.0, attractor=0.6,
+            "herder",
+            default_skill=0.3,
+            herding=0.85,
+            verify=0.0,
+            attractor=0.6,
             conviction=0.3,
         ),
         0.35,
     ),
     (
         Profile(
-            "loud", default_skill=0.3, herding=0.1, overconfident=True, verify=0.0, attractor=0.7,
+            "loud",
+            default_skill=0.3,
+            herding=0.1,
+            overconfident=True,
+            verify=0.0,
+            attractor=0.7,
             conviction=0.95,
         ),
         0.35,

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from paperstack.llm import BackendTimeoutError, RuleAgent
 
 from orchestra_rl.agents import AgentSpec
 from orchestra_rl.entropy import TextEmbedder, spectral_entropy
@@ -57,6 +56,7 @@ from orchestra_rl.wire import (
     estimate_tokens,
     render_message,
 )
+from paperstack.llm import BackendTimeoutError, RuleAgent
 
 __all__ = [
     "CallRecord",
@@ -316,7 +316,9 @@ class Swarm:
         seats = {k: list(v) for k, v in agents.items()} if isinstance(agents, dict) else None
         self._by_kind = seats
         self._default = None if seats is not None else list(agents)  # type: ignore[arg-type]
-        sizes = {len(v) for v in seats.values()} if seats is not None else {len(self._default or [])}
+        sizes = (
+            {len(v) for v in seats.values()} if seats is not None else {len(self._default or [])}
+        )
         if len(sizes) != 1 or 0 in sizes:
             raise OrchestraError(
                 f"every task kind needs the same, non-zero number of agents, got {sorted(sizes)}"
@@ -393,7 +395,9 @@ class Swarm:
                     episodes[k].entropies.append(float(obs.entropy or 0.0))
             plans = policy.plan(observations, live)
             if len(plans) != len(live):
-                raise OrchestraError(f"policy {policy.name} returned {len(plans)} plans for {len(live)}")
+                raise OrchestraError(
+                    f"policy {policy.name} returned {len(plans)} plans for {len(live)}"
+                )
             calls: list[_Call] = []
             for k, plan in zip(live, plans, strict=True):
                 ep = episodes[k]

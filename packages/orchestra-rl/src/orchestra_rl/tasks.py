@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from paperstack import tasks as core_tasks
-
 from orchestra_rl.errors import OrchestraError
+from paperstack import tasks as core_tasks
 
 __all__ = [
     "KINDS",
