@@ -107,8 +107,8 @@ def demo(run: Run) -> Report:
             ]
             for n in sizes:
                 agents = scripted_swarm(train + test, n, seed)
-                config = SwarmConfig(budget=CALLS_PER_AGENT * n, max_rounds=MAX_ROUNDS)
-                swarm = Swarm(agents, evaluator, config, embedder=embedder)
+                swarm_cfg = SwarmConfig(budget=CALLS_PER_AGENT * n, max_rounds=MAX_ROUNDS)
+                swarm = Swarm(agents, evaluator, swarm_cfg, embedder=embedder)
                 started = time.perf_counter()
                 learned, _ = train_orchestrator(swarm, train, train_cfg, seed, kinds=KINDS)
                 train_seconds[f"seed={seed},N={n}"] = round(time.perf_counter() - started, 2)

@@ -313,7 +313,9 @@ class Swarm:
         config: SwarmConfig,
         embedder: TextEmbedder | None = None,
     ) -> None:
-        seats = {k: list(v) for k, v in agents.items()} if isinstance(agents, dict) else None
+        seats: dict[str, list[AgentSpec]] | None = (
+            {k: list(v) for k, v in agents.items()} if isinstance(agents, dict) else None
+        )
         self._by_kind = seats
         self._default = None if seats is not None else list(agents)  # type: ignore[arg-type]
         sizes = (
@@ -449,7 +451,10 @@ class Swarm:
             if ep.outputs[d.sender] is not None:
                 inbox.setdefault(d.recipient, []).append(d)
         resample = sorted(set(plan.resample) - set(inbox))
-        wanted = [(i, "update") for i in sorted(inbox)] + [(i, "resample") for i in resample]
+        wanted: list[tuple[int, Literal["update", "resample"]]] = [
+            (i, "update") for i in sorted(inbox)
+        ]
+        wanted += [(i, "resample") for i in resample]
         if not wanted:
             ep.stopped = True  # nothing to say: the swarm has settled
             return []
