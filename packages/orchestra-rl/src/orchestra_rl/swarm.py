@@ -313,11 +313,14 @@ class Swarm:
         config: SwarmConfig,
         embedder: TextEmbedder | None = None,
     ) -> None:
-        seats: dict[str, list[AgentSpec]] | None = (
-            {k: list(v) for k, v in agents.items()} if isinstance(agents, dict) else None
-        )
+        seats: dict[str, list[AgentSpec]] | None = None
+        default: list[AgentSpec] | None = None
+        if isinstance(agents, dict):
+            seats = {k: list(v) for k, v in agents.items()}
+        else:
+            default = list(agents)
         self._by_kind = seats
-        self._default = None if seats is not None else list(agents)  # type: ignore[arg-type]
+        self._default = default
         sizes = (
             {len(v) for v in seats.values()} if seats is not None else {len(self._default or [])}
         )
