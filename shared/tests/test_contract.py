@@ -175,12 +175,19 @@ def test_help_is_the_module_docstring_summary(capsys: pytest.CaptureFixture[str]
 
 
 def test_number_types_for_package_flags() -> None:
-    from paperstack.contract import fraction, non_negative_int, positive_float, positive_int
+    from paperstack.contract import (
+        fraction,
+        non_negative_float,
+        non_negative_int,
+        positive_float,
+        positive_int,
+    )
 
     assert positive_int("3") == 3
     assert non_negative_int("0") == 0
     assert positive_float("1e-3") == 1e-3
     assert fraction("0.25") == 0.25
+    assert non_negative_float("0") == 0.0
     for func, bad, message in [
         (positive_int, "0", "must be >= 1"),
         (positive_int, "x", "not an integer"),
@@ -188,6 +195,8 @@ def test_number_types_for_package_flags() -> None:
         (positive_float, "nan", "finite"),
         (positive_float, "-2", "must be > 0"),
         (fraction, "1.5", "between 0 and 1"),
+        (non_negative_float, "-0.5", "must be >= 0"),
+        (non_negative_float, "inf", "finite"),
     ]:
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             func(bad)

@@ -100,3 +100,36 @@ def test_load_names_the_bad_file(tmp_path):
     bad.write_text('{"model": {"alpha": 1}}')
     with pytest.raises(PaceSchedulerError, match=r"fit.json.*weights"):
         LatencyModel.load(bad)
+
+
+def test_the_batch_wide_mask_term_is_quadratic_in_the_batch():
+    m = LatencyModel(alpha=1e-3, weights=0.0, beta=1e-5, gamma=0.0, delta=0.0, eps=0.0, zeta=1e-8)
+    one = m.step_time(StepFeatures.of(decode_ctx=[100] * 10))
+    two = m.step_time(StepFeatures.of(decode_ctx=[100] * 20))
+    # 10 x 1010 pairs against 20 x 2020: the mask costs four times as much
+    assert (two - 1e-3 - 20 * 1e-5) == pytest.approx(4 * (one - 1e-3 - 10 * 1e-5))
+
+
+def test_fit_recovers_a_mask_term_from_engine_like_steps():
+    true = LatencyModel(
+        alpha=2.5e-3, weights=0.0, beta=4e-5, gamma=1.5e-6, delta=0.0, eps=2e-5, zeta=5e-8
+    )
+    rows = [[b, b * c, 0, 0, 0] for b in (1, 2, 4, 8, 16, 32, 48) for c in (16, 64, 160)]
+    rows += [[0, 0, p, p * p / 2, 0] for p in (16, 64, 128, 256)]
+    x = np.array(rows, dtype=float)
+    fitted, r2 = fit(x, true.predict(x))
+    assert r2 > 0.9999
+    assert fitted.zeta == pytest.approx(true.zeta, rel=0.05)
+
+
+def test_four_column_features_still_predict(h200):
+    four = np.array([[8.0, 800.0, 0.0, 0.0]])
+    five = np.array([[8.0, 800.0, 0.0, 0.0, 0.0]])
+    assert h200.predict(four) == pytest.approx(h200.predict(five))
+
+
+def test_a_scaled_model_predicts_proportionally_slower_steps(h200):
+    x = np.array([[8.0, 8000.0, 64.0, 64.0 * 40, 8.0], [1.0, 100.0, 0.0, 0.0, 0.0]])
+    assert h200.scaled(2.0).predict(x) == pytest.approx(2.0 * h200.predict(x))
+    with pytest.raises(PaceSchedulerError, match="scale factor"):
+        h200.scaled(0.0)

@@ -71,3 +71,14 @@ def test_unmeetable_slo_gives_zero_goodput(h200):
         [r, request("r1", 0.1, tpot=1e-4)], h200, make_policy("irp-eager"), EngineConfig(warmup=0.0)
     )
     assert res.goodput == 0.0
+
+
+def test_a_prompt_larger_than_the_kv_cache_is_rejected_not_blocking(h200):
+    eng = EngineConfig(kv_blocks=64, max_num_seqs=16, warmup=0.0)
+    huge = request("huge", 0.0, serial=(2,), forks=(), tpot=1.0, prompt=64 * 16 + 1)
+    rest = [request(f"r{i}", 0.01 * (i + 1), tpot=1.0, prompt=16) for i in range(4)]
+    res = simulate([huge, *rest], h200, make_policy("irp-eager"), eng, seed=0)
+    assert [rid for rid, _ in res.rejected] == ["huge"]
+    assert "KV blocks" in res.rejected[0][1]
+    assert not res.finished[0]
+    assert res.finished[1:].all()

@@ -424,6 +424,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (a loss weight, a margin)."""
+    value = float(_number(text, float))
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def fraction(text: str) -> float:
     """argparse type: a number in [0, 1]."""
     value = float(_number(text, float))

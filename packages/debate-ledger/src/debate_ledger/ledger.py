@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ __all__ = [
     "Transitions",
     "from_rows",
     "majorities",
+    "majority_vote",
     "reference_transitions",
     "transitions",
 ]
@@ -43,22 +45,33 @@ __all__ = [
 
 @dataclass(frozen=True)
 class DebateArrays:
-    """A ledger as arrays. ``answers[d, a, r]`` is an option index or -1 (parse failure);
-    ``resamples[d, a, s]`` the round-0 resample answers (-1 = failure; shape (D, A, 0) when
-    the run drew none). Debates are sorted by id, so the arrays do not depend on row order."""
+    """A ledger as arrays. ``answers[d, a, r]`` is a canonical option index or -1 (parse
+    failure), ``shown[d, a, r]`` the index of the letter as the agents saw it; ``resamples``
+    and ``resamples_shown`` (D, A, S) the round-0 resamples (S = 0 when the run drew none).
+    Debates are sorted by id, so the arrays do not depend on row order. Models and families
+    are separate axes: ``model[d]`` indexes ``models``, ``family[d]`` indexes ``families``, and
+    ``model_family[m]`` is the family of model ``m``. ``cost`` holds per-model call counts and
+    token sums over every row (debate calls and resamples)."""
 
     debate_ids: np.ndarray  # (D,) str
     question_ids: np.ndarray  # (D,) str
+    model: np.ndarray  # (D,) int index into models
+    models: tuple[str, ...]
+    model_family: tuple[str, ...]  # per model
     family: np.ndarray  # (D,) int index into families
     families: tuple[str, ...]
-    models: tuple[str, ...]  # per family
-    gold: np.ndarray  # (D,) int
+    gold: np.ndarray  # (D,) int, canonical
+    gold_shown: np.ndarray  # (D,) int, where the gold option was shown
     n_options: np.ndarray  # (D,) int
-    answers: np.ndarray  # (D, A, R+1) int8
-    resamples: np.ndarray  # (D, A, S) int8
+    answers: np.ndarray  # (D, A, R+1) int8, canonical
+    shown: np.ndarray  # (D, A, R+1) int8, as shown
+    resamples: np.ndarray  # (D, A, S) int8, canonical
+    resamples_shown: np.ndarray  # (D, A, S) int8
     tokens_in: np.ndarray  # (D, A, R+1) int64
     tokens_out: np.ndarray  # (D, A, R+1) int64
-    latency: np.ndarray  # (D, A, R+1) float64
+    resample_tokens_in: np.ndarray  # (D, A, S) int64
+    resample_tokens_out: np.ndarray  # (D, A, S) int64
+    cost: dict[str, dict[str, Any]]  # per model
     tokens_estimated: bool
 
     @property
@@ -74,18 +87,68 @@ class DebateArrays:
         """R: rounds after round 0."""
         return int(self.answers.shape[2]) - 1
 
+    @property
+    def n_resamples(self) -> int:
+        return int(self.resamples.shape[2])
+
+
+def _index(letter: str | None) -> int:
+    return LETTERS.index(letter) if letter is not None else -1
+
 
 def from_rows(rows: Sequence[LedgerRow], *, source: str = "ledger") -> DebateArrays:
-    """Dense arrays from validated rows; a missing (agent, round) or inconsistent debate is an
-    error naming the debate. All debates must share the number of agents and rounds."""
+    """Dense arrays from validated rows. Refused, with the debate or model named: a debate
+    missing an (agent, round); debates of different shapes (agents, rounds, resamples) in one
+    ledger; one model in two families; one population under two run configurations; rows of
+    one debate that disagree on its question, gold, options or option order."""
     if not rows:
         raise LedgerError(f"{source}: no rows")
-    debate_ids = sorted({r.debate_id for r in rows})
+    first: dict[str, LedgerRow] = {}
+    runs: dict[tuple[str, str], str] = {}
+    family_of: dict[str, str] = {}
+    for r in rows:
+        f = first.setdefault(r.debate_id, r)
+        for name in ("question_id", "family", "model", "gold", "n_options", "order", "run"):
+            if getattr(r, name) != getattr(f, name):
+                raise LedgerError(
+                    f"{source}: debate {r.debate_id}: rows disagree on {name} "
+                    f"({getattr(f, name)!r} vs {getattr(r, name)!r})"
+                )
+        if family_of.setdefault(r.model, r.family) != r.family:
+            raise LedgerError(
+                f"{source}: model {r.model!r} appears in families {family_of[r.model]!r} and "
+                f"{r.family!r} (a model belongs to one family)"
+            )
+        if runs.setdefault(r.population, r.run) != r.run:
+            raise LedgerError(
+                f"{source}: family {r.family} model {r.model} mixes run configurations "
+                f"{runs[r.population]} and {r.run} (rows of two different runs; split the ledger)"
+            )
+    debate_ids = sorted(first)
     d_index = {d: i for i, d in enumerate(debate_ids)}
     main = [r for r in rows if r.sample == 0]
-    agents = 1 + max(r.agent for r in main)
-    rounds = max(r.round for r in main)
-    n_samples = max((r.sample for r in rows), default=0)
+    extra = [r for r in rows if r.sample > 0]
+    shapes: dict[str, list[int]] = {d: [0, 0, 0] for d in debate_ids}
+    for r in main:
+        sh = shapes[r.debate_id]
+        sh[0], sh[1] = max(sh[0], r.agent + 1), max(sh[1], r.round)
+    for r in extra:
+        sh = shapes[r.debate_id]
+        sh[2] = max(sh[2], r.sample)
+    distinct = sorted({tuple(v) for v in shapes.values()})
+    if len(distinct) > 1:
+        examples = []
+        for shape in distinct[:2]:
+            example = next(k for k, v in shapes.items() if tuple(v) == shape)
+            examples.append(
+                f"{shape[0]} agents x rounds 0..{shape[1]} + {shape[2]} resamples ({example})"
+            )
+        raise LedgerError(
+            f"{source}: mixed debate shapes in one ledger: "
+            + " vs ".join(examples)
+            + "; a ledger holds debates of one shape (run other shapes into another ledger)"
+        )
+    agents, rounds, n_samples = distinct[0]
     D = len(debate_ids)
     di = np.fromiter((d_index[r.debate_id] for r in main), np.int64, len(main))
     ai = np.fromiter((r.agent for r in main), np.int64, len(main))
@@ -93,65 +156,76 @@ def from_rows(rows: Sequence[LedgerRow], *, source: str = "ledger") -> DebateArr
     filled = np.zeros((D, agents, rounds + 1), dtype=bool)
     filled[di, ai, ri] = True
     if not filled.all():
-        d, a, rr = (int(x[0]) for x in np.nonzero(~filled))
+        hole, a, rr = (int(x[0]) for x in np.nonzero(~filled))
         raise LedgerError(
-            f"{source}: debate {debate_ids[d]} has no row for agent {a} round {rr} (missing "
+            f"{source}: debate {debate_ids[hole]} has no row for agent {a} round {rr} (missing "
             f"round; every debate needs {agents} agents x rounds 0..{rounds})"
         )
-    ans = np.fromiter(
-        (LETTERS.index(r.answer) if r.answer is not None else -1 for r in main), np.int64, len(main)
-    )
-    answers = np.full((D, agents, rounds + 1), -1, dtype=np.int8)
-    answers[di, ai, ri] = ans
-    tokens_in = np.zeros((D, agents, rounds + 1), dtype=np.int64)
-    tokens_out = np.zeros_like(tokens_in)
-    latency = np.zeros((D, agents, rounds + 1), dtype=np.float64)
-    tokens_in[di, ai, ri] = [r.tokens_in for r in main]
-    tokens_out[di, ai, ri] = [r.tokens_out for r in main]
-    latency[di, ai, ri] = [r.latency_s for r in main]
 
-    # per-debate constants must agree across the debate's rows
-    first: dict[str, LedgerRow] = {}
-    for r in rows:
-        f = first.setdefault(r.debate_id, r)
-        for field in ("question_id", "family", "model", "gold", "n_options"):
-            if getattr(r, field) != getattr(f, field):
-                raise LedgerError(
-                    f"{source}: debate {r.debate_id}: rows disagree on {field} "
-                    f"({getattr(f, field)!r} vs {getattr(r, field)!r})"
-                )
-    families = tuple(sorted({r.family for r in first.values()}))
-    f_index = {f: i for i, f in enumerate(families)}
-    model_of: dict[str, str] = {}
-    for r in first.values():
-        if model_of.setdefault(r.family, r.model) != r.model:
+    def grid(selected: list[LedgerRow], depth: int, value: Any, dtype: Any, fill: Any) -> Any:
+        out = np.full((D, agents, depth), fill, dtype=dtype)
+        if selected:
+            idx = (
+                [d_index[r.debate_id] for r in selected],
+                [r.agent for r in selected],
+                [r.round if r.sample == 0 else r.sample - 1 for r in selected],
+            )
+            out[idx] = [value(r) for r in selected]
+        return out
+
+    if extra:
+        sfilled = grid(extra, n_samples, lambda r: True, bool, False)
+        if not sfilled.all():
+            hole, a, s = (int(x[0]) for x in np.nonzero(~sfilled))
             raise LedgerError(
-                f"{source}: family {r.family} mixes models {model_of[r.family]!r} and "
-                f"{r.model!r} (a debate family is homogeneous)"
+                f"{source}: debate {debate_ids[hole]} has no resample {s + 1} for agent {a}"
             )
     ordered = [first[d] for d in debate_ids]
-    resamples = np.full((D, agents, n_samples), -1, dtype=np.int8)
-    extra = [r for r in rows if r.sample > 0]
-    if extra:
-        resamples[
-            [d_index[r.debate_id] for r in extra],
-            [r.agent for r in extra],
-            [r.sample - 1 for r in extra],
-        ] = [LETTERS.index(r.answer) if r.answer is not None else -1 for r in extra]
+    families = tuple(sorted({r.family for r in ordered}))
+    models = tuple(sorted({r.model for r in ordered}))
+    cost: dict[str, dict[str, Any]] = {
+        m: {"calls": 0, "resample_calls": 0, "tokens_in": 0, "tokens_out": 0,
+            "resample_tokens_in": 0, "resample_tokens_out": 0, "latency_s": 0.0,
+            "finish_reasons": {}, "tokens_source": set()}
+        for m in models
+    }  # fmt: skip
+    for r in rows:
+        c = cost[r.model]
+        c["calls"] += 1
+        c["tokens_in"] += r.tokens_in
+        c["tokens_out"] += r.tokens_out
+        c["latency_s"] += r.latency_s
+        if r.sample:
+            c["resample_calls"] += 1
+            c["resample_tokens_in"] += r.tokens_in
+            c["resample_tokens_out"] += r.tokens_out
+        reason = r.finish_reason or "unknown"
+        c["finish_reasons"][reason] = c["finish_reasons"].get(reason, 0) + 1
+        c["tokens_source"].add(r.tokens_source)
+    for c in cost.values():
+        c["tokens_source"] = ",".join(sorted(c["tokens_source"]))
+        c["finish_reasons"] = dict(sorted(c["finish_reasons"].items()))
     return DebateArrays(
         debate_ids=np.array(debate_ids),
         question_ids=np.array([r.question_id for r in ordered]),
-        family=np.array([f_index[r.family] for r in ordered], dtype=np.int64),
+        model=np.array([models.index(r.model) for r in ordered], dtype=np.int64),
+        models=models,
+        model_family=tuple(family_of[m] for m in models),
+        family=np.array([families.index(r.family) for r in ordered], dtype=np.int64),
         families=families,
-        models=tuple(model_of[f] for f in families),
         gold=np.array([LETTERS.index(r.gold) for r in ordered], dtype=np.int64),
+        gold_shown=np.array([r.order.index(r.gold) for r in ordered], dtype=np.int64),
         n_options=np.array([r.n_options for r in ordered], dtype=np.int64),
-        answers=answers,
-        resamples=resamples,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        latency=latency,
-        tokens_estimated=any(r.tokens_estimated for r in rows),
+        answers=grid(main, rounds + 1, lambda r: _index(r.answer), np.int8, -1),
+        shown=grid(main, rounds + 1, lambda r: _index(r.shown), np.int8, -1),
+        resamples=grid(extra, n_samples, lambda r: _index(r.answer), np.int8, -1),
+        resamples_shown=grid(extra, n_samples, lambda r: _index(r.shown), np.int8, -1),
+        tokens_in=grid(main, rounds + 1, lambda r: r.tokens_in, np.int64, 0),
+        tokens_out=grid(main, rounds + 1, lambda r: r.tokens_out, np.int64, 0),
+        resample_tokens_in=grid(extra, n_samples, lambda r: r.tokens_in, np.int64, 0),
+        resample_tokens_out=grid(extra, n_samples, lambda r: r.tokens_out, np.int64, 0),
+        cost=cost,
+        tokens_estimated=any(r.tokens_source == "words" for r in rows),
     )
 
 
@@ -170,6 +244,17 @@ def majorities(answers: np.ndarray, n_options: int = len(LETTERS)) -> tuple[np.n
     tie = (n_top > 1) & (top > 0)
     m = np.where((n_top == 1) & (top > 0), counts.argmax(axis=2), -1)
     return m, tie
+
+
+def majority_vote(arr: DebateArrays) -> tuple[np.ndarray, np.ndarray, int]:
+    """The majority-vote baseline: the plurality of all independent round-0 answers of each
+    debate (its A agents' answers and their A x S resamples), with the debate's tie rule.
+    Returns (majority, correct, calls per debate). With S = R it makes exactly as many calls as
+    the debate (A x (R + 1)): the compute-matched comparison of debate-or-vote."""
+    votes = np.concatenate([arr.answers[:, :, :1], arr.resamples], axis=2)
+    flat = votes.reshape(votes.shape[0], -1, 1)
+    m, _ = majorities(flat, max(int(flat.max(initial=0)) + 1, 2))
+    return m[:, 0], m[:, 0] == arr.gold, int(flat.shape[1])
 
 
 @dataclass(frozen=True)

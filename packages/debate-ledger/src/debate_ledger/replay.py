@@ -16,10 +16,13 @@ Policies:
 - ``early-stop``: stop at the first round whose parsed answers are unanimous (all agents
   parsed, one option) and report it; else m_R.
 - ``gated-freeze[probe,objective]``: report m_0 when the probe flags risk, else m_R. The
-  threshold and its direction are fit **leave-one-family-out**: for each family, on the other
-  families' debates, as a collapse detector (``youden``, the default reading of the paper's
-  gate) or directly for utility (``utility``); then applied to the held-out family, so no
-  family's own outcomes set its gate.
+  threshold and its direction are fit **leave-one-model-out**, as in the paper: for each model,
+  on the other models' debates, as a collapse detector (``youden``, the default reading of the
+  paper's gate) or directly for utility (``utility``); then applied to the held-out model, so no
+  model's own outcomes set its gate.
+
+Every policy also returns its per-debate outcomes ``c^pi``, so U gets a question-clustered
+interval (:mod:`debate_ledger.rebuild`).
 """
 
 from __future__ import annotations
@@ -127,11 +130,13 @@ def _fit_gate(
 def probe_gated_freeze(
     arr: DebateArrays, tr: Transitions, values: np.ndarray, objective: str = "youden"
 ) -> tuple[np.ndarray, dict[str, tuple[float, str]]]:
-    """c^pi for the leave-one-family-out probe-gated freeze, and the gate fit for each family."""
+    """c^pi for the leave-one-model-out probe-gated freeze, and the gate fit for each model."""
     c_pi = tr.correct[:, -1].copy()
     gates: dict[str, tuple[float, str]] = {}
-    for g, name in enumerate(arr.families):
-        held = arr.family == g
+    if len(arr.models) < 2:
+        raise LedgerError("the gated freeze is fit leave-one-model-out: it needs two models")
+    for g, name in enumerate(arr.models):
+        held = arr.model == g
         tau, direction = _fit_gate(values, tr, ~held, objective)
         gates[name] = (tau, direction)
         v = values[held]
@@ -143,16 +148,16 @@ def probe_gated_freeze(
 
 def replay_all(
     arr: DebateArrays, tr: Transitions, probes: dict[str, np.ndarray], gate_probe: str = "agreement"
-) -> tuple[list[ReplayResult], dict[str, dict[str, tuple[float, str]]]]:
-    """Every built-in policy, overall. Returns the results and the fitted gates
-    (objective -> held-out family -> (tau, direction))."""
+) -> tuple[list[tuple[ReplayResult, np.ndarray]], dict[str, dict[str, tuple[float, str]]]]:
+    """Every built-in policy, overall: (result, per-debate c^pi) pairs and the fitted gates
+    (objective -> held-out model -> (tau, direction))."""
     if gate_probe not in probes:
         raise LedgerError(f"unknown gate probe {gate_probe!r}; known: {', '.join(probes)}")
-    results = [score(f"freeze@{r}", freeze(tr, r), tr) for r in range(arr.n_rounds)]
-    results.append(score("early-stop", early_stop(arr, tr), tr))
+    outcomes = [(f"freeze@{r}", freeze(tr, r)) for r in range(arr.n_rounds)]
+    outcomes.append(("early-stop", early_stop(arr, tr)))
     gates: dict[str, dict[str, tuple[float, str]]] = {}
-    for objective in ("youden", "utility"):
-        c_pi, gates[objective] = probe_gated_freeze(arr, tr, probes[gate_probe], objective)
-        name = f"gated-freeze[{gate_probe},{objective}]"
-        results.append(score(name, c_pi, tr))
-    return results, gates
+    if len(arr.models) >= 2:
+        for objective in ("youden", "utility"):
+            c_pi, gates[objective] = probe_gated_freeze(arr, tr, probes[gate_probe], objective)
+            outcomes.append((f"gated-freeze[{gate_probe},{objective}]", c_pi))
+    return [(score(name, c, tr), c) for name, c in outcomes], gates

@@ -1,10 +1,13 @@
 """Versioned, validated records: the question set, the ledger rows and the debate records.
 
-A ledger is a JSONL file with one :class:`LedgerRow` per (debate, agent, round, sample). It is the
-single source of truth of a run: every table and figure is recomputed from it (``rebuild``), so it
-carries what the analysis needs (the gold option, the coded answer and the raw response) and what
-a cost card needs (tokens, latency). Every row names the schema it was written with; a reader
-refuses rows of another major version rather than guessing what their fields mean.
+A ledger is a JSONL file with one :class:`LedgerRow` per (debate, agent, round, sample), that is
+one row per model call. It is the single source of truth of a run: every table and figure is
+recomputed from it (``rebuild``), so it carries what the analysis needs (the gold option, the
+option order the agents saw, the coded answer and the raw response), what a cost card needs
+(the server's token counts, finish reason, latency) and what makes the run exact (the seed sent
+with the call, and the hash of the run configuration the row was produced under). Every row
+names the schema it was written with; a reader refuses rows of another major version rather
+than guessing what their fields mean.
 
 Reading is strict: a malformed line, an unknown option, a duplicate key or a row whose fields
 contradict each other (``correct`` but not the gold answer) is an error naming the file and line.
@@ -17,7 +20,7 @@ import os
 import string
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -32,12 +35,13 @@ __all__ = [
     "LedgerRow",
     "LedgerWriter",
     "Question",
+    "check_order",
     "read_ledger",
     "read_questions",
     "write_questions",
 ]
 
-LEDGER_SCHEMA = "debate-ledger/1"
+LEDGER_SCHEMA = "debate-ledger/2"
 QUESTIONS_SCHEMA = "debate-questions/1"
 LETTERS = string.ascii_uppercase[:10]  # MMLU-Pro has up to ten options, A-J
 
@@ -76,23 +80,51 @@ class Question(_Strict):
     def letters(self) -> str:
         return LETTERS[: len(self.options)]
 
-    def render(self) -> str:
-        """The question as a prompt shows it: ``text A) x B) y ...`` (the fact-world format)."""
-        opts = " ".join(f"{k}) {o}" for k, o in zip(self.letters, self.options, strict=True))
+    def render(self, order: str | None = None) -> str:
+        """The question as a prompt shows it: ``text A) x B) y ...`` (the fact-world format).
+
+        ``order`` shuffles the options: ``order[i]`` is the letter of the option shown at
+        position ``i`` (``"CADB"`` shows option C first, as A); ``None`` keeps the given order.
+        """
+        try:
+            shown = self.letters if order is None else check_order(order, len(self.options))
+        except ValueError as exc:
+            raise LedgerError(f"question {self.id}: {exc}") from None
+        opts = " ".join(
+            f"{k}) {self.options[self.letters.index(o)]}"
+            for k, o in zip(self.letters, shown, strict=True)
+        )
         return f"{self.text} {opts}"
 
 
-class LedgerRow(_Strict):
-    """One agent's answer in one round of one debate.
+TokenSource = Literal["server", "tokenizer", "words"]
 
-    ``sample`` is 0 for the debate itself; ``sample >= 1`` are optional independent round-0
-    resamples used only by the pre-debate screen. ``answer`` is ``None`` when the coder could not
-    parse the response (recorded, never guessed); then ``parsed_ok`` is false and ``correct``
-    false. ``tokens_estimated`` is true when the backend exposes no tokenizer and tokens were
-    counted as whitespace-separated words.
+
+def check_order(order: str, n_options: int) -> str:
+    """``order`` must be a permutation of the first ``n_options`` letters."""
+    letters = LETTERS[:n_options]
+    if len(order) != n_options or set(order) != set(letters):
+        raise ValueError(f"order {order!r} is not a permutation of {letters}")
+    return order
+
+
+class LedgerRow(_Strict):
+    """One model call: one agent's answer in one round of one debate.
+
+    ``sample`` is 0 for the debate itself; ``sample >= 1`` are independent round-0 resamples
+    (the screen's self-consistency probe and the call-matched majority vote). ``order`` is the
+    option order the agents of this debate saw (``order[i]`` = the canonical letter shown at
+    position ``i``); ``shown`` is the letter the coder read from ``response``, ``answer`` the
+    canonical option it names (``answer == order[LETTERS.index(shown)]``); both are ``None``
+    when the coder could not parse the response (recorded, never guessed), and then
+    ``parsed_ok`` and ``correct`` are false. ``seed`` is the seed sent with the call; ``run``
+    the hash of the run configuration (:func:`debate_ledger.runner.config_hash`).
+    ``tokens_in``/``tokens_out`` are the server's own counts when it reported usage
+    (``tokens_source="server"``), else the local tokenizer's, else whitespace words.
     """
 
     schema_: str = Field(default=LEDGER_SCHEMA, alias="schema")
+    run: str = Field(min_length=1)
     debate_id: str = Field(min_length=1)
     question_id: str = Field(min_length=1)
     family: str = Field(min_length=1)
@@ -100,16 +132,20 @@ class LedgerRow(_Strict):
     agent: int = Field(ge=0)
     round: int = Field(ge=0)
     sample: int = Field(default=0, ge=0)
+    seed: int = Field(ge=0)
     n_options: int = Field(ge=2, le=len(LETTERS))
     gold: str
+    order: str
+    shown: str | None
     answer: str | None
     parsed_ok: bool
     correct: bool
     coder: str = Field(min_length=1)
     response: str
+    finish_reason: str | None = None
     tokens_in: int = Field(ge=0)
     tokens_out: int = Field(ge=0)
-    tokens_estimated: bool = False
+    tokens_source: TokenSource = "server"
     latency_s: float = Field(ge=0)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -121,8 +157,18 @@ class LedgerRow(_Strict):
         letters = LETTERS[: self.n_options]
         if self.gold not in letters:
             raise ValueError(f"gold {self.gold!r} is not one of {letters}")
-        if self.answer is not None and self.answer not in letters:
-            raise ValueError(f"answer {self.answer!r} is not one of the options {letters}")
+        check_order(self.order, self.n_options)
+        for name in ("shown", "answer"):
+            value = getattr(self, name)
+            if value is not None and value not in letters:
+                raise ValueError(f"{name} {value!r} is not one of the options {letters}")
+        if (self.shown is None) != (self.answer is None):
+            raise ValueError("shown and answer must both be set or both be null")
+        if self.shown is not None and self.order[letters.index(self.shown)] != self.answer:
+            raise ValueError(
+                f"answer {self.answer!r} is not the option shown as {self.shown!r} in order "
+                f"{self.order!r}"
+            )
         if self.parsed_ok != (self.answer is not None):
             raise ValueError("parsed_ok must be true exactly when answer is set")
         if self.correct != (self.answer == self.gold):
@@ -134,6 +180,11 @@ class LedgerRow(_Strict):
     @property
     def key(self) -> tuple[str, int, int, int]:
         return (self.debate_id, self.agent, self.round, self.sample)
+
+    @property
+    def population(self) -> tuple[str, str]:
+        """(family, model): the rows one ``run`` writes and resumes."""
+        return (self.family, self.model)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -147,6 +198,8 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    if path.is_dir():
+        raise LedgerError(f"{path}: is a directory; name a JSONL file")
     try:
         with path.open(encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -179,9 +232,14 @@ def read_ledger(path: str | os.PathLike[str], *, allow_torn_tail: bool = False) 
             raise LedgerError(f"{path}:{lineno}: a row must be a JSON object")
         schema = raw.get("schema")
         if schema != LEDGER_SCHEMA:
+            hint = (
+                "written by debate-ledger 0.1: rerun the debates (0.1 rows lack the seed, option "
+                "order and run hash)"
+                if schema == "debate-ledger/1"
+                else "written by another version of debate-ledger"
+            )
             raise LedgerError(
-                f"{path}:{lineno}: schema {schema!r} is not {LEDGER_SCHEMA!r} (written by another "
-                "version of debate-ledger)"
+                f"{path}:{lineno}: schema {schema!r} is not {LEDGER_SCHEMA!r} ({hint})"
             )
         try:
             row = LedgerRow.model_validate(raw)

@@ -4,9 +4,12 @@ Requests that fork into independent branches can decode them concurrently, but e
 branch makes every co-batched step slower (the branch externality). Pace admits extra branches
 each step only while the predicted step-time increase fits the batch's SLO slack budget. This
 package holds the engine-independent controller, the baselines (IRP-Off, IRP-Eager, fixed
-caps), a calibrated serving simulator, a profiler that fits the latency model to real steps,
-and a vLLM scheduler plug-in.
+caps), Pace as a scheduler of transformers' continuous-batching engine (``EngineSession``,
+imported on first use: it loads transformers), a serving simulator with a spec-derived H200
+latency model, and a vLLM scheduler plug-in.
 """
+
+from typing import Any
 
 from pace_scheduler.admission import PaceConfig, PaceController, StepView
 from pace_scheduler.errors import PaceSchedulerError
@@ -23,17 +26,32 @@ from pace_scheduler.policies import (
 from pace_scheduler.simulator import EngineConfig, RunResult, simulate
 from pace_scheduler.workload import RequestSpec, WorkloadConfig, generate, read_trace, write_trace
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_ENGINE = ("EngineSession", "EngineSetup", "PaceCBScheduler")
+
+
+def __getattr__(name: str) -> Any:
+    """The engine classes, imported only when asked for (``--help`` stays instant)."""
+    if name in _ENGINE:
+        from pace_scheduler import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module 'pace_scheduler' has no attribute {name!r}")
+
 
 __all__ = [
     "H200_QWEN3_32B",
     "EngineConfig",
+    "EngineSession",
+    "EngineSetup",
     "GlobalCap",
     "IRPEager",
     "IRPOff",
     "LatencyModel",
     "OnlinePredictor",
     "Pace",
+    "PaceCBScheduler",
     "PaceConfig",
     "PaceController",
     "PaceSchedulerError",

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pace_scheduler.errors import PaceSchedulerError
-from pace_scheduler.latency import LatencyModel, OnlinePredictor
+from pace_scheduler.latency import N_FEATURES, LatencyModel, OnlinePredictor, as_features
 
 __all__ = ["PaceConfig", "PaceController", "StepView", "batch_budget", "request_slack"]
 
@@ -80,8 +80,8 @@ class StepView:
         return int(self.cand_req.size)
 
     def candidate_features(self) -> np.ndarray:
-        """``(n, 4)`` feature increments of each candidate alone: one decode of context ``c``."""
-        f = np.zeros((self.n_candidates, 4))
+        """``(n, 5)`` feature increments of each candidate alone: one decode of context ``c``."""
+        f = np.zeros((self.n_candidates, N_FEATURES))
         f[:, 0] = 1.0
         f[:, 1] = self.cand_ctx
         return f
@@ -163,7 +163,7 @@ class PaceController:
 
     ``decide(view)`` returns a boolean mask over ``view``'s candidates; ``observe`` feeds back a
     measured step so the predictor is refitted online. ``decision_seconds`` keeps the wall time
-    of every decision (the controller's own cost per step).
+    (thread CPU time) of every decision: the controller's own cost per step.
     """
 
     predictor: OnlinePredictor
@@ -181,9 +181,11 @@ class PaceController:
         return cls(OnlinePredictor(model, prior_x, prior_y), config or PaceConfig())
 
     def decide(self, view: StepView) -> np.ndarray:
-        started = time.perf_counter()
+        # CPU time of the deciding thread: the controller's own cost, whatever else the machine
+        # runs (wall time on a shared CPU would count other jobs' time slices)
+        started = time.thread_time()
         mask = self._decide(view)
-        self.decision_seconds.append(time.perf_counter() - started)
+        self.decision_seconds.append(time.thread_time() - started)
         return mask
 
     def _decide(self, view: StepView) -> np.ndarray:
@@ -191,17 +193,18 @@ class PaceController:
         if n == 0:
             return np.zeros(0, dtype=bool)
         predict = self.predictor.predict
-        t_batch = float(predict(view.base))
+        base = as_features(view.base)
+        t_batch = float(predict(base))
         budget = batch_budget(view, t_batch, self.config.late_tolerance, self.config.amortize)
         if budget <= 0:
             return np.zeros(n, dtype=bool)
         budget *= self.config.safety
         inc = view.candidate_features()
-        cost = np.maximum(predict(view.base + inc) - t_batch, 1e-9)
+        cost = np.maximum(predict(base + inc) - t_batch, 1e-9)
         w = view.cand_width + view.cand_rank - 1
         benefit = view.cand_len * view.cand_unfinished * (1.0 / w - 1.0 / (w + 1))
         order = np.argsort(-benefit / cost, kind="stable")
-        externality = predict(view.base + np.cumsum(inc[order], axis=0)) - t_batch
+        externality = predict(base + np.cumsum(inc[order], axis=0)) - t_batch
         blocks = np.cumsum(view.cand_blocks[order])
         fits = (
             (externality <= budget)

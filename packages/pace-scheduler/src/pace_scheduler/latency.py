@@ -5,13 +5,19 @@ Pace needs to know, before a step runs, how much longer the step gets when extra
 the parts a GPU (or CPU) actually pays for:
 
     T̂ = α + max(w, β·n_tok) + γ·Σ_{i∈D} c_i + δ·Σ_{j∈P} p_j·(c_j + p_j/2) + ε·|D|
+         + ζ·n_tok·n_kv
 
 - ``α`` fixed per-step overhead (scheduling, sampling, kernel launches);
 - ``max(w, β·n_tok)`` the linear layers: reading the weights once (``w = W_bytes / BW``) until the
   batch holds enough tokens (``n_tok = |D| + Σ p_j``) to be compute-bound at ``β`` s/token;
 - ``γ·Σ c_i`` reading the KV cache of every decode sequence ``i`` with context ``c_i``;
 - ``δ·Σ p_j(c_j + p_j/2)`` prefill attention over chunk ``p_j`` on top of context ``c_j``;
-- ``ε·|D|`` per-sequence bookkeeping.
+- ``ε·|D|`` per-sequence bookkeeping;
+- ``ζ·n_tok·n_kv`` attention through one mask over the whole batch: ``n_tok`` query tokens
+  against ``n_kv = Σ_D (c_i + 1) + Σ_P (c_j + p_j)`` keys. transformers' continuous-batching
+  engine runs SDPA/eager attention this way (one ``[n_tok, n_kv]`` mask for the concatenated
+  batch, so every added sequence costs every other one), which makes a step superlinear in the
+  batch; with paged or flash kernels (vLLM, the H200 model) ``ζ = 0``.
 
 The coefficients are fitted by least squares from profiled steps (``fit``), with the knee
 ``n* = w/β`` found by a one-dimensional search (the ``max`` makes the problem linear once the knee
@@ -34,17 +40,51 @@ from pace_scheduler.errors import PaceSchedulerError
 __all__ = [
     "FEATURES",
     "H200_QWEN3_32B",
+    "N_FEATURES",
     "HardwareSpec",
     "LatencyModel",
     "OnlinePredictor",
     "StepFeatures",
+    "add_sequence",
+    "as_features",
+    "batch_pairs",
     "fit",
     "r_squared",
 ]
 
 #: Column order of a feature matrix: decode sequences |D|, Σ decode context Σc_i, prefill tokens
-#: Σp_j, prefill attention Σ p_j(c_j + p_j/2).
-FEATURES = ("n_decode", "sum_ctx", "prefill_tokens", "prefill_attn")
+#: Σp_j, prefill attention Σ p_j(c_j + p_j/2), prefill context Σc_j. All are sums over the
+#: batch, so the features of a batch plus one sequence are the two feature vectors added.
+FEATURES = ("n_decode", "sum_ctx", "prefill_tokens", "prefill_attn", "prefill_ctx")
+N_FEATURES = len(FEATURES)
+
+
+def as_features(x: ArrayLike) -> np.ndarray:
+    """``x`` as float features with :data:`N_FEATURES` columns (older 4-column profiles and
+    views, written before ``prefill_ctx``, get a zero column)."""
+    f = np.asarray(x, dtype=np.float64)
+    if f.shape[-1] == N_FEATURES - 1:
+        f = np.concatenate([f, np.zeros((*f.shape[:-1], 1))], axis=-1)
+    return f
+
+
+def add_sequence(f: np.ndarray, tokens: int, context: int) -> None:
+    """Add one sequence of a batch to its features ``f`` (in place): ``tokens`` new tokens on
+    ``context`` past ones; one token is a decode, more a prefill chunk."""
+    if tokens <= 1:
+        f[0] += 1
+        f[1] += context
+    else:
+        f[2] += tokens
+        f[3] += tokens * (context + tokens / 2.0)
+        f[4] += context
+
+
+def batch_pairs(f: np.ndarray) -> np.ndarray:
+    """``n_tok·n_kv``: query-key pairs of one attention mask over the whole batch."""
+    n_tok = f[..., 0] + f[..., 2]
+    n_kv = f[..., 1] + f[..., 0] + f[..., 4] + f[..., 2]
+    return n_tok * n_kv
 
 
 @dataclass(frozen=True)
@@ -55,10 +95,12 @@ class StepFeatures:
     sum_ctx: float = 0.0
     prefill_tokens: float = 0.0
     prefill_attn: float = 0.0
+    prefill_ctx: float = 0.0
 
     def as_array(self) -> np.ndarray:
         return np.array(
-            [self.n_decode, self.sum_ctx, self.prefill_tokens, self.prefill_attn], dtype=np.float64
+            [self.n_decode, self.sum_ctx, self.prefill_tokens, self.prefill_attn, self.prefill_ctx],
+            dtype=np.float64,
         )
 
     @classmethod
@@ -77,12 +119,14 @@ class StepFeatures:
             sum_ctx=float(c.sum()),
             prefill_tokens=float(p.sum()),
             prefill_attn=float((p * (pc + p / 2.0)).sum()),
+            prefill_ctx=float(pc.sum()),
         )
 
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """``T̂ = α + max(w, β·n_tok) + γ·Σc + δ·Σp(c+p/2) + ε·|D|`` (seconds; see the module doc).
+    """``T̂ = α + max(w, β·n_tok) + γ·Σc + δ·Σp(c+p/2) + ε·|D| + ζ·n_tok·n_kv`` (seconds; see
+    the module doc).
 
     ``noise_cv`` is only used by the simulator, which multiplies true step times by lognormal
     noise of that coefficient of variation; the predictor itself is deterministic.
@@ -96,9 +140,10 @@ class LatencyModel:
     eps: float
     noise_cv: float = 0.0
     name: str = "custom"
+    zeta: float = 0.0
 
     def __post_init__(self) -> None:
-        for field in ("alpha", "weights", "beta", "gamma", "delta", "eps", "noise_cv"):
+        for field in ("alpha", "weights", "beta", "gamma", "delta", "eps", "noise_cv", "zeta"):
             value = getattr(self, field)
             if not np.isfinite(value) or value < 0:
                 raise PaceSchedulerError(
@@ -112,17 +157,27 @@ class LatencyModel:
         return self.weights / self.beta if self.beta > 0 else float("inf")
 
     def predict(self, x: ArrayLike) -> np.ndarray:
-        """``T̂`` for one feature vector or a ``(n, 4)`` matrix in :data:`FEATURES` order.
+        """``T̂`` for one feature vector or an ``(n, 5)`` matrix in :data:`FEATURES` order.
 
         Vectorised so the controller prices every prefix of its candidate list in one call.
         """
-        f = np.asarray(x, dtype=np.float64)
-        linear = f @ np.array([self.eps, self.gamma, 0.0, self.delta])
+        f = as_features(x)
+        linear = f @ np.array([self.eps, self.gamma, 0.0, self.delta, 0.0])
         n_tok = f[..., 0] + f[..., 2]
-        return self.alpha + np.maximum(self.weights, self.beta * n_tok) + linear
+        out = self.alpha + np.maximum(self.weights, self.beta * n_tok) + linear
+        if self.zeta:
+            out = out + self.zeta * batch_pairs(f)
+        return out
 
     def step_time(self, features: StepFeatures) -> float:
         return float(self.predict(features.as_array()))
+
+    def scaled(self, factor: float) -> LatencyModel:
+        """The same model on a machine ``factor`` times slower (every time term scaled)."""
+        if not (np.isfinite(factor) and factor > 0):
+            raise PaceSchedulerError(f"latency model: scale factor must be > 0, got {factor}")
+        terms = ("alpha", "weights", "beta", "gamma", "delta", "eps", "zeta")
+        return replace(self, **{k: getattr(self, k) * factor for k in terms})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,7 +192,7 @@ class LatencyModel:
         try:
             kwargs = {
                 k: float(data[k])
-                for k in ("alpha", "weights", "beta", "gamma", "delta", "eps", "noise_cv")
+                for k in ("alpha", "weights", "beta", "gamma", "delta", "eps", "noise_cv", "zeta")
                 if k in data
             }
         except (TypeError, ValueError):
@@ -235,9 +290,11 @@ def r_squared(y: ArrayLike, y_hat: ArrayLike) -> float:
 
 
 def _design(x: np.ndarray, knee: float) -> np.ndarray:
-    """Columns for ``α, β (on max(n*, n_tok)), γ, δ, ε`` with the knee ``n*`` fixed."""
+    """Columns for ``α, β (on max(n*, n_tok)), γ, δ, ε, ζ`` with the knee ``n*`` fixed."""
     n_tok = x[:, 0] + x[:, 2]
-    return np.column_stack([np.ones(len(x)), np.maximum(knee, n_tok), x[:, 1], x[:, 3], x[:, 0]])
+    return np.column_stack(
+        [np.ones(len(x)), np.maximum(knee, n_tok), x[:, 1], x[:, 3], x[:, 0], batch_pairs(x)]
+    )
 
 
 def _nonneg_lstsq(a: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
@@ -245,12 +302,17 @@ def _nonneg_lstsq(a: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> 
 
     Negative step costs are unphysical and would let the controller believe that adding a branch
     makes a step faster, so a column whose coefficient goes negative is dropped and the rest
-    refitted. Columns that are all zero in the data (e.g. no prefill profiled) get 0.
+    refitted. Columns that are all zero in the data (e.g. no prefill profiled) get 0. Columns
+    are scaled to unit norm first: ``ζ`` multiplies products of token counts (1e4-1e6) and
+    would otherwise swamp the conditioning of the others.
     """
     if w is not None:
         a = a * w[:, None]
         y = y * w
-    active = np.abs(a).sum(axis=0) > 0
+    norm = np.sqrt((a**2).sum(axis=0))
+    active = norm > 0
+    scale = np.where(active, norm, 1.0)
+    a = a / scale
     coef = np.zeros(a.shape[1])
     for _ in range(a.shape[1]):
         sol, *_ = np.linalg.lstsq(a[:, active], y, rcond=None)
@@ -259,7 +321,7 @@ def _nonneg_lstsq(a: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> 
         if (coef >= 0).all():
             break
         active &= coef > 0
-    return np.clip(coef, 0.0, None)
+    return np.clip(coef, 0.0, None) / scale
 
 
 def fit(
@@ -270,23 +332,25 @@ def fit(
     knees: ArrayLike | None = None,
     source: str = "profile",
 ) -> tuple[LatencyModel, float]:
-    """Fit ``α, w, β, γ, δ, ε`` to profiled steps; return the model and its R² on them.
+    """Fit ``α, w, β, γ, δ, ε, ζ`` to profiled steps; return the model and its R² on them.
 
-    ``x`` is ``(n, 4)`` in :data:`FEATURES` order and ``y`` the measured seconds. For each
+    ``x`` is ``(n, 5)`` in :data:`FEATURES` order and ``y`` the measured seconds. For each
     candidate knee ``n*`` (``knees``, default a log grid over the profiled batch sizes) the
-    model is linear in ``(α, β, γ, δ, ε)`` with ``w = β·n*``; the knee with the smallest
+    model is linear in ``(α, β, γ, δ, ε, ζ)`` with ``w = β·n*``; the knee with the smallest
     relative squared error wins. Errors are weighted by ``1/y`` so that cheap decode steps are
     fitted as carefully as expensive prefills (the controller prices decode steps).
     """
-    xa = np.asarray(x, dtype=np.float64)
+    xa = as_features(x)
     ya = np.asarray(y, dtype=np.float64).ravel()
-    if xa.ndim != 2 or xa.shape[1] != 4:
-        raise PaceSchedulerError(f"{source}: features must be (n, 4), got shape {xa.shape}")
+    if xa.ndim != 2 or xa.shape[1] != N_FEATURES:
+        raise PaceSchedulerError(
+            f"{source}: features must be (n, {N_FEATURES}), got shape {xa.shape}"
+        )
     if xa.shape[0] != ya.shape[0]:
         raise PaceSchedulerError(f"{source}: {xa.shape[0]} feature rows but {ya.shape[0]} times")
     if xa.shape[0] < 8:
         raise PaceSchedulerError(
-            f"{source}: {xa.shape[0]} profiled steps are too few to fit 6 coefficients "
+            f"{source}: {xa.shape[0]} profiled steps are too few to fit 7 coefficients "
             "(need at least 8)"
         )
     if not (np.isfinite(xa).all() and np.isfinite(ya).all()) or (ya <= 0).any() or (xa < 0).any():
@@ -312,7 +376,7 @@ def fit(
             best = (err, coef, float(knee))
     assert best is not None
     _, coef, knee = best
-    alpha, beta, gamma, delta, eps = (float(c) for c in coef)
+    alpha, beta, gamma, delta, eps, zeta = (float(c) for c in coef)
     model = LatencyModel(
         alpha=alpha,
         weights=beta * knee,
@@ -321,6 +385,7 @@ def fit(
         delta=delta,
         eps=eps,
         name=name,
+        zeta=zeta,
     )
     return model, r_squared(ya, model.predict(xa))
 
@@ -351,9 +416,9 @@ class OnlinePredictor:
         self.model = model
         self.window = window
         self.refit_every = refit_every
-        self._prior_x = np.zeros((0, 4)) if prior_x is None else np.asarray(prior_x, float)
+        self._prior_x = np.zeros((0, N_FEATURES)) if prior_x is None else as_features(prior_x)
         self._prior_y = np.zeros(0) if prior_y is None else np.asarray(prior_y, float).ravel()
-        self._x = np.zeros((window, 4))
+        self._x = np.zeros((window, N_FEATURES))
         self._y = np.zeros(window)
         self._count = 0
         self.refits = 0
@@ -366,7 +431,7 @@ class OnlinePredictor:
         if not np.isfinite(seconds) or seconds <= 0:
             return
         i = self._count % self.window
-        self._x[i] = np.asarray(features, dtype=np.float64)
+        self._x[i] = as_features(features)
         self._y[i] = seconds
         self._count += 1
         if self._count % self.refit_every == 0:
@@ -380,7 +445,7 @@ class OnlinePredictor:
             return
         knee = self.model.knee if np.isfinite(self.model.knee) else 0.0
         coef = _nonneg_lstsq(_design(x, knee), y, 1.0 / y)
-        alpha, beta, gamma, delta, eps = (float(c) for c in coef)
+        alpha, beta, gamma, delta, eps, zeta = (float(c) for c in coef)
         if beta <= 0:  # keep the old compute term rather than a knee at infinity
             beta = self.model.beta
         self.model = replace(
@@ -391,13 +456,15 @@ class OnlinePredictor:
             gamma=gamma,
             delta=delta,
             eps=eps,
+            zeta=zeta,
         )
         self.refits += 1
 
 
 def features_matrix(rows: Sequence[Mapping[str, Any]], source: str) -> np.ndarray:
-    """``(n, 4)`` features from profile records, naming the first bad record."""
-    out = np.zeros((len(rows), 4))
+    """``(n, 5)`` features from profile records, naming the first bad record (a missing
+    feature is 0)."""
+    out = np.zeros((len(rows), N_FEATURES))
     for i, row in enumerate(rows):
         for k, name in enumerate(FEATURES):
             value = row.get(name, 0.0)

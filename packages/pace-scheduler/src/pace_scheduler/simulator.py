@@ -95,6 +95,12 @@ class RunResult:
     decision_seconds: list[float] = field(default_factory=list)
     events: int = 0
     preemptions: int = 0
+    #: ``(request id, reason)`` of requests refused at admission (a prompt larger than the
+    #: whole KV cache): they count as SLO misses and never block the queue behind them.
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    #: Per step, the latency model's features and the measured seconds (real engines only).
+    step_features: np.ndarray | None = None
+    step_times: np.ndarray | None = None
 
     @property
     def goodput(self) -> float:
@@ -161,6 +167,7 @@ def simulate(
     free_slots = list(range(m - 1, -1, -1))
     waiting: deque[int] = deque()
     prefilling: list[int] = []
+    rejected: list[tuple[str, str]] = []
     kv_req_total = 0  # blocks held by requests' shared prefixes
     kv_own_total = 0  # blocks held by sequences' own tokens
     watermark = int(eng.watermark * eng.kv_blocks)
@@ -177,7 +184,7 @@ def simulate(
     horizon = float((arrival + ttft_slo + tpot * lcp).max())
     noise_sigma = float(np.sqrt(np.log1p(model.noise_cv**2)))
     noise = np.ones(0)
-    coef = (model.alpha, model.weights, model.beta, model.gamma, model.delta, model.eps)
+    coef = (model.alpha, model.weights, model.beta, model.gamma, model.delta, model.eps, model.zeta)
 
     def free_kv() -> int:
         return eng.kv_blocks - kv_req_total - kv_own_total
@@ -278,6 +285,20 @@ def simulate(
         while waiting and budget > 0 and free_slots:
             r = waiting[0]
             need = -(-int(prompt[r]) // bs)
+            if need + watermark > eng.kv_blocks:
+                # can never fit, even in an empty cache: refuse it (vLLM refuses a prompt
+                # longer than its KV capacity at add time) instead of blocking the queue
+                waiting.popleft()
+                state[r] = DONE
+                done_count += 1
+                rejected.append(
+                    (
+                        reqs[r].id,
+                        f"prompt of {int(prompt[r])} tokens needs {need} KV blocks, the cache "
+                        f"has {eng.kv_blocks} ({watermark} kept free)",
+                    )
+                )
+                continue
             if need + watermark > kv_free:
                 break
             waiting.popleft()
@@ -301,7 +322,8 @@ def simulate(
         p_attn = float(
             sum(p * (int(prefilled[r]) + p / 2.0) for r, p in zip(chunk_req, chunk_p, strict=True))
         )
-        base = np.array([float(np.count_nonzero(dec)), float(ctx[dec].sum()), p_tok, p_attn])
+        p_ctx = float(sum(int(prefilled[r]) for r in chunk_req))
+        base = np.array([float(np.count_nonzero(dec)), float(ctx[dec].sum()), p_tok, p_attn, p_ctx])
         # ---- 2. branch admission
         cand_owner = np.flatnonzero(n_pending > 0) if policy.admits else np.zeros(0, np.int64)
         if cand_owner.size and free_slots:
@@ -395,9 +417,16 @@ def simulate(
             uniq, per = np.unique(reqs_in, return_counts=True)
             features[1] -= float(((per - 1) * shared[uniq]).sum())
         # ---- 4. run the step
-        a, w, b, g, d, e = coef
-        nd, sc, pt, pa = features
-        step = a + max(w, b * (nd + pt)) + g * sc + d * pa + e * nd
+        a, w, b, g, d, e, z = coef
+        nd, sc, pt, pa, pc = features
+        step = (
+            a
+            + max(w, b * (nd + pt))
+            + g * sc
+            + d * pa
+            + e * nd
+            + z * (nd + pt) * (sc + nd + pc + pt)
+        )
         if noise_sigma > 0:
             if steps % 4096 == 0:
                 noise = rng.lognormal(-(noise_sigma**2) / 2, noise_sigma, 4096)
@@ -477,4 +506,5 @@ def simulate(
         decision_seconds=list(policy.decision_seconds),
         events=events + n,
         preemptions=preemptions,
+        rejected=rejected,
     )

@@ -9,7 +9,7 @@ by ``max_num_seqs``) just keeps up with the workload's mean tokens per request,
 SLOs are multiples of the latency model's own step times (``τ = tpot_x · T̂(one decode)``,
 ``TTFT = ttft_x · T̂(prefill of a mean prompt)``), so one sweep definition fits an H200 and a
 CPU alike. Pace's predictor is not handed the true model: it is fitted from a noisy profile of
-the simulated engine (``engine_profile``), as ``pace profile`` fits a real one, and refitted
+the simulated engine (``model_profile``), as ``pace profile`` fits a real one, and refitted
 online.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -28,21 +28,25 @@ import numpy as np
 from pace_scheduler.admission import PaceConfig
 from pace_scheduler.latency import LatencyModel, fit
 from pace_scheduler.policies import Pace, Policy, make_policy
-from pace_scheduler.simulator import EngineConfig, simulate
+from pace_scheduler.simulator import EngineConfig, RunResult, simulate
 from pace_scheduler.workload import WorkloadConfig, generate, summarize
 
 __all__ = [
     "POLICIES",
     "SweepSpec",
     "capacity",
-    "engine_profile",
+    "model_profile",
     "run_sweep",
     "slos_for",
 ]
 
-#: The policies every sweep compares: IRP-Off, IRP-Eager, per-request and global caps, Pace,
-#: and Pace with amortised slack (an ablation of the slack definition; see the README).
-POLICIES = ("irp-off", "irp-eager", "cap-2", "cap-4", "global-64", "pace", "pace-amortized")
+#: What ``pace simulate`` replays by default: IRP-Off, IRP-Eager, the fixed-cap grid of the
+#: H200 sweep, Pace, and Pace with amortised slack (an ablation of the slack definition).
+H200_CAPS = (
+    "cap-2", "cap-3", "cap-4", "cap-6",
+    "global-8", "global-16", "global-32", "global-64", "global-96", "global-128", "global-192",
+)  # fmt: skip
+POLICIES = ("irp-off", "irp-eager", *H200_CAPS, "pace", "pace-amortized")
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,8 @@ def slos_for(
     model: LatencyModel, wl: WorkloadConfig, tpot_x: float, ttft_x: float
 ) -> tuple[float, float]:
     """``(TTFT, τ)`` as multiples of one decode step and of one mean-prompt prefill."""
-    one_decode = float(model.predict([1.0, wl.prompt_mean, 0.0, 0.0]))
-    prefill = float(model.predict([0.0, 0.0, wl.prompt_mean, wl.prompt_mean**2 / 2]))
+    one_decode = float(model.predict([1.0, wl.prompt_mean, 0.0, 0.0, 0.0]))
+    prefill = float(model.predict([0.0, 0.0, wl.prompt_mean, wl.prompt_mean**2 / 2, 0.0]))
     return ttft_x * prefill, tpot_x * one_decode
 
 
@@ -74,13 +78,14 @@ def capacity(model: LatencyModel, wl: WorkloadConfig, engine: EngineConfig, tpot
     stats = workload_means(wl)
     mean_ctx = stats["mean_prompt"] + stats["mean_total_tokens"] / 2
     lanes = np.arange(1, engine.max_num_seqs + 1, dtype=float)
-    x = np.column_stack([lanes, lanes * mean_ctx, np.zeros_like(lanes), np.zeros_like(lanes)])
+    zero = np.zeros_like(lanes)
+    x = np.column_stack([lanes, lanes * mean_ctx, zero, zero, zero])
     ok = model.predict(x) <= tpot
     best = float(lanes[ok][-1]) if ok.any() else 1.0
     return best / tpot / stats["mean_total_tokens"]
 
 
-def engine_profile(
+def model_profile(
     model: LatencyModel, seed: int = 0, repeats: int = 2
 ) -> tuple[np.ndarray, np.ndarray]:
     """Noisy step times of the simulated engine over a grid of decode and prefill batches.
@@ -92,10 +97,10 @@ def engine_profile(
     rows = []
     for b in (1, 2, 4, 8, 16, 32, 64, 128, 192, 256):
         for c in (128, 512, 1024, 2048, 4096):
-            rows.append([b, b * c, 0.0, 0.0])
+            rows.append([b, b * c, 0.0, 0.0, 0.0])
     for p in (64, 256, 512, 1024, 2048):
         for c in (0, 1024):
-            rows.append([0.0, 0.0, p, p * (c + p / 2)])
+            rows.append([0.0, 0.0, p, p * (c + p / 2), c])
     x = np.repeat(np.array(rows, dtype=float), repeats, axis=0)
     sigma = float(np.sqrt(np.log1p(model.noise_cv**2)))
     y = model.predict(x) * rng.lognormal(-(sigma**2) / 2, sigma, len(x))
@@ -104,7 +109,7 @@ def engine_profile(
 
 def _policy(name: str, model: LatencyModel, seed: int) -> Policy:
     if name in ("pace", "pace-amortized"):
-        x, y = engine_profile(model, seed=seed)
+        x, y = model_profile(model, seed=seed)
         fitted, _ = fit(x, y, name=f"{model.name}-profiled")
         return Pace(fitted, PaceConfig(amortize=name == "pace-amortized"), prior_x=x, prior_y=y)
     return make_policy(name, model)
@@ -133,10 +138,24 @@ def _run_one(task: tuple[SweepSpec, str, float, float, int]) -> dict[str, Any]:
     requests = generate(wl, seed=seed)
     policy = _policy(policy_name, spec.model, seed)
     res = simulate(requests, spec.model, policy, _engine(spec), seed=seed)
+    return record_of(res, spec.name, policy_name, load, rate, seed, ttft, tpot)
+
+
+def record_of(
+    res: RunResult,
+    sweep: str,
+    policy: str,
+    load: float,
+    rate: float,
+    seed: int,
+    ttft: float,
+    tpot: float,
+) -> dict[str, Any]:
+    """One run as a record (what ``runs.jsonl`` holds and the summary reads)."""
     decisions = np.asarray(res.decision_seconds)
     return {
-        "sweep": spec.name,
-        "policy": policy_name,
+        "sweep": sweep,
+        "policy": policy,
         "load": load,
         "rate": rate,
         "seed": seed,
@@ -154,6 +173,7 @@ def _run_one(task: tuple[SweepSpec, str, float, float, int]) -> dict[str, Any]:
         "decision_us": 1e6 * float(decisions.mean()) if decisions.size else 0.0,
         "ttft_slo": ttft,
         "tpot_slo": tpot,
+        "rejected": len(res.rejected),
     }
 
 
@@ -213,12 +233,3 @@ def describe(spec: SweepSpec) -> dict[str, Any]:
         "tpot_slo_s": tpot,
         "capacity_rps": capacity(spec.model, spec.workload, spec.engine, tpot),
     }
-
-
-def group(
-    records: Sequence[dict[str, Any]], *keys: str
-) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in records:
-        out.setdefault(tuple(r[k] for k in keys), []).append(r)
-    return out

@@ -1,46 +1,66 @@
-"""Pace inside vLLM: a ``Scheduler`` subclass for ``--scheduler-cls`` and a client helper.
+"""Pace inside vLLM: a scheduler for ``--scheduler-cls`` and a client helper.
 
-Targets the vLLM v1 engine (``vllm.v1.core.sched.scheduler.Scheduler``; written against the
-0.10/0.11 interface). vLLM is imported lazily, only when ``PaceScheduler`` is first resolved, so
-this module imports (and the package tests run) without vLLM installed::
+Targets the vLLM v1 engine, whose default scheduler is ``AsyncScheduler`` (async scheduling:
+``schedule()`` for step N+1 runs while step N is on the GPU) and ``Scheduler`` when async
+scheduling is off. A class named in ``--scheduler-cls`` replaces that choice, so a plug-in
+that subclassed ``Scheduler`` alone would switch the overlap off. :class:`PaceScheduler`
+therefore picks its base when vLLM builds it: it reads
+``vllm_config.scheduler_config.async_scheduling`` and returns an instance of Pace over
+``AsyncScheduler`` or over ``Scheduler`` (:func:`scheduler_class`). vLLM is imported only
+then, so this module imports (and the package's tests run) without vLLM::
 
-    vllm serve Qwen/Qwen3-32B --scheduler-cls pace_scheduler.vllm_plugin.PaceScheduler \\
-        --enable-prefix-caching
+    vllm serve Qwen/Qwen3-32B --enable-prefix-caching \\
+        --scheduler-cls pace_scheduler.vllm_plugin.PaceScheduler
 
 How branches reach the scheduler: the client submits every branch of a fork as its own request
 whose prompt is the parent's prefix plus the branch header (prefix caching makes its prefill
 nearly free), tagged through ``SamplingParams.extra_args["pace"]`` (:func:`branch_extra_args`).
-Branch 0 of a fork runs like any request (the parent keeps decoding); branches ``j >= 1`` are
-held in a side queue, and before every ``schedule()`` the Pace controller moves the admitted ones
-into ``self.waiting``. The time between consecutive ``schedule()`` calls is the measured step
-time that refits the latency model online; free KV blocks come from the KV cache manager.
+Branch 0 of a fork runs like any request; branches ``j >= 1`` wait in a side queue, and before
+every ``schedule()`` Pace moves the admitted ones into ``self.waiting``. Two rules keep the side
+queue from starving anyone: a fork with no branch running or waiting gets its oldest queued
+branch at once (the serial fallback: the fork never stops), and a branch queued longer than
+``PACE_MAX_WAIT_S`` is released whatever the budget (aging).
 
-Environment: ``PACE_LATENCY_MODEL`` (a ``fit.json`` from ``pace profile``; default the H200 /
-Qwen3-32B model), ``PACE_TPOT_SLO_MS`` (default 50) and ``PACE_TTFT_SLO_MS`` (default 1000) for
-requests that carry no SLO tag.
+Timing, right under async scheduling: the step that ``schedule()`` planned ends when its
+output reaches ``update_from_output``; its time is that moment minus the later of its
+scheduling time and the previous step's end (one GPU stream runs one step at a time). A
+request's first token is stamped in the ``update_from_output`` that delivers it.
+
+Environment: ``PACE_LATENCY_MODEL`` (a ``fit.json`` from ``pace profile``; default the
+spec-derived H200 / Qwen3-32B model), ``PACE_TPOT_SLO_MS`` (default 50) and
+``PACE_TTFT_SLO_MS`` (default 1000) for requests that carry no SLO tag, ``PACE_MAX_WAIT_S``
+(default 2).
+
+Tested against vLLM's scheduler classes where vLLM is installed (``gpu`` tests); otherwise
+against a recorded copy of the interface it uses (``tests/recorded_vllm``: the signatures and
+attributes below, recorded from vLLM's ``vllm/v1/core/sched``), not against vLLM itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pace_scheduler.admission import PaceController, StepView
 from pace_scheduler.errors import PaceSchedulerError
-from pace_scheduler.latency import H200_QWEN3_32B, LatencyModel
+from pace_scheduler.latency import H200_QWEN3_32B, N_FEATURES, LatencyModel, add_sequence
 
 __all__ = [
     "PACE_KEY",
     "BranchRequest",
+    "PaceScheduler",
     "branch_extra_args",
     "branch_requests",
-    "make_scheduler_class",
     "register",
+    "scheduler_class",
     "submit_branches",
 ]
 
@@ -61,8 +81,12 @@ def branch_extra_args(
     if branch < 0 or fork < 0:
         raise PaceSchedulerError(f"branch tag: branch and fork must be >= 0, got {branch}, {fork}")
     for name, value in (("tpot_slo_ms", tpot_slo_ms), ("ttft_slo_ms", ttft_slo_ms)):
-        if value is not None and not value > 0:
+        if value is not None and not (math.isfinite(value) and value > 0):
             raise PaceSchedulerError(f"branch tag: field {name!r} must be > 0, got {value}")
+    if expected_tokens is not None and expected_tokens < 1:
+        raise PaceSchedulerError(
+            f"branch tag: field 'expected_tokens' must be >= 1, got {expected_tokens}"
+        )
     tag: dict[str, Any] = {"parent": parent, "branch": branch, "fork": fork}
     if tpot_slo_ms is not None:
         tag["tpot_slo_ms"] = float(tpot_slo_ms)
@@ -104,11 +128,7 @@ def branch_requests(
             (
                 prefix + header,
                 branch_extra_args(
-                    parent,
-                    j,
-                    fork=fork,
-                    tpot_slo_ms=tpot_slo_ms,
-                    expected_tokens=expected_tokens,
+                    parent, j, fork=fork, tpot_slo_ms=tpot_slo_ms, expected_tokens=expected_tokens
                 ),
             )
         )
@@ -129,7 +149,7 @@ async def submit_branches(
     """Submit a fork's branches to a vLLM ``AsyncLLM`` and return each branch's final text.
 
     Every branch is ``generate``-d as its own request id ``{parent}/f{fork}/b{j}``, tagged so a
-    ``PaceScheduler`` admits branches 1.. only when the batch has slack.
+    :class:`PaceScheduler` admits branches 1.. only when the batch has slack.
     """
     import asyncio
 
@@ -159,198 +179,326 @@ def _tag(request: Any) -> dict[str, Any] | None:
     return tag if isinstance(tag, dict) else None
 
 
+def _group_key(tag: dict[str, Any]) -> str:
+    return f"{tag.get('parent')}/f{int(tag.get('fork', 0))}"
+
+
+def _env_float(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise PaceSchedulerError(f"{name}={text!r}: not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise PaceSchedulerError(f"{name}={text!r}: must be a finite number > 0")
+    return value
+
+
 def _default_model() -> LatencyModel:
     path = os.environ.get("PACE_LATENCY_MODEL")
     return LatencyModel.load(path) if path else H200_QWEN3_32B.latency_model()
 
 
-def make_scheduler_class() -> type:
-    """Build ``PaceScheduler`` on top of the installed vLLM's v1 ``Scheduler`` (imports vLLM)."""
+@dataclass
+class _Group:
+    """One fork's branches: those released to vLLM (running or waiting) and those queued."""
+
+    running: set[str] = field(default_factory=set)
+    queued: deque[str] = field(default_factory=deque)
+
+
+class PaceSchedulerMixin:
+    """Pace over a vLLM scheduler (the base is the MRO's next class, see :func:`scheduler_class`).
+
+    Uses of vLLM's scheduler, all public attributes of ``vllm.v1.core.sched.scheduler.
+    Scheduler``: ``requests``, ``waiting`` (``add_request``), ``running``, ``block_size``,
+    ``max_num_running_reqs``, ``kv_cache_manager.block_pool.get_num_free_blocks()``, and the
+    methods ``add_request``, ``schedule``, ``update_from_output``, ``finish_requests``,
+    ``get_num_unfinished_requests``; of ``Request``: ``request_id``, ``sampling_params.
+    extra_args``, ``prompt_token_ids``, ``num_computed_tokens``, ``num_output_tokens``,
+    ``max_tokens``, ``status``; of ``SchedulerOutput``: ``num_scheduled_tokens``.
+    """
+
+    requests: dict[str, Any]
+    waiting: Any
+    running: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pace = PaceController.from_model(_default_model())
+        self.pace_tpot = _env_float("PACE_TPOT_SLO_MS", 50.0) / 1e3
+        self.pace_ttft = _env_float("PACE_TTFT_SLO_MS", 1000.0) / 1e3
+        self.pace_max_wait = _env_float("PACE_MAX_WAIT_S", 2.0)
+        self.pace_clock = time.monotonic
+        self.pace_side: dict[str, tuple[Any, float]] = {}  # queued branch -> (request, since)
+        self.pace_groups: dict[str, _Group] = {}
+        self.pace_group_of: dict[str, str] = {}
+        self.pace_seen: dict[str, list[float | None]] = {}  # id -> [arrival, first token]
+        self.pace_inflight: deque[tuple[int, np.ndarray, float]] = deque()
+        self.pace_last_out: float | None = None
+        self.pace_released: dict[str, int] = {"fallback": 0, "aged": 0, "admitted": 0}
+
+    # ------------------------------------------------------------------ requests
+
+    def add_request(self, request: Any) -> None:
+        now = self.pace_clock()
+        rid = request.request_id
+        self.pace_seen[rid] = [now, None]
+        tag = _tag(request)
+        if tag is None:
+            super().add_request(request)  # type: ignore[misc]
+            return
+        key = _group_key(tag)
+        group = self.pace_groups.setdefault(key, _Group())
+        self.pace_group_of[rid] = key
+        if int(tag.get("branch", 0)) > 0:
+            self.requests[rid] = request  # vLLM finds it (aborts, stats) while it is queued
+            self.pace_side[rid] = (request, now)
+            group.queued.append(rid)
+            return
+        group.running.add(rid)
+        super().add_request(request)  # type: ignore[misc]
+
+    def finish_requests(self, request_ids: str | Iterable[str] | None, finished_status: Any) -> Any:
+        if request_ids is None:
+            ids = list(self.requests)
+        elif isinstance(request_ids, str):
+            ids = [request_ids]
+        else:
+            ids = list(request_ids)
+        aborted = []
+        for rid in ids:
+            if rid in self.pace_side:  # never reached vLLM's queues: drop it here
+                request, _ = self.pace_side.pop(rid)
+                self.requests.pop(rid, None)
+                group = self.pace_groups.get(self.pace_group_of.get(rid, ""))
+                if group is not None and rid in group.queued:
+                    group.queued.remove(rid)
+                request.status = finished_status
+                aborted.append(request)
+            self._pace_forget(rid)
+        out = super().finish_requests(ids, finished_status)  # type: ignore[misc]
+        return [*aborted, *(out or [])]
+
+    def _pace_forget(self, rid: str) -> None:
+        self.pace_seen.pop(rid, None)
+        key = self.pace_group_of.pop(rid, None)
+        group = self.pace_groups.get(key) if key is not None else None
+        if group is not None:
+            group.running.discard(rid)
+            if not group.running and not group.queued:
+                self.pace_groups.pop(key, None)  # type: ignore[arg-type]
+
+    def get_num_unfinished_requests(self) -> int:
+        return int(super().get_num_unfinished_requests()) + len(self.pace_side)  # type: ignore[misc]
+
+    def has_unfinished_requests(self) -> bool:
+        return self.get_num_unfinished_requests() > 0
+
+    # ------------------------------------------------------------------ the step
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        now = self.pace_clock()
+        if self.pace_side:
+            self._pace_release(now)
+        out = super().schedule(*args, **kwargs)  # type: ignore[misc]
+        self.pace_inflight.append((id(out), self._pace_features(out), now))
+        return out
+
+    def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
+        now = self.pace_clock()
+        while self.pace_inflight:
+            key, features, scheduled = self.pace_inflight.popleft()
+            if key == id(scheduler_output):
+                start = max(scheduled, self.pace_last_out or scheduled)
+                if now > start and features[0] + features[2] > 0:
+                    self.pace.observe(features, now - start)
+                break
+        self.pace_last_out = now
+        out = super().update_from_output(scheduler_output, model_runner_output)  # type: ignore[misc]
+        for rid in getattr(scheduler_output, "num_scheduled_tokens", {}):
+            request = self.requests.get(rid)
+            if request is None or _finished(request):  # done: its fork may need a branch
+                self._pace_forget(rid)
+                continue
+            seen = self.pace_seen.get(rid)
+            if seen is not None and seen[1] is None and int(request.num_output_tokens) > 0:
+                seen[1] = now  # the first token, when it is delivered
+        return out
+
+    def _pace_features(self, out: Any) -> np.ndarray:
+        """The latency model's features of the step ``out`` schedules (``num_computed_tokens``
+        already counts the scheduled tokens: vLLM advances it right after scheduling)."""
+        f = np.zeros(N_FEATURES)
+        for rid, n in getattr(out, "num_scheduled_tokens", {}).items():
+            request = self.requests.get(rid)
+            if request is None:
+                continue
+            add_sequence(f, int(n), max(int(request.num_computed_tokens) - int(n), 0))
+        return f
+
+    def _pace_running_features(self) -> np.ndarray:
+        f = np.zeros(N_FEATURES)
+        for request in self.running:
+            done = int(request.num_computed_tokens)
+            todo = max(int(request.num_tokens) - done, 1) if hasattr(request, "num_tokens") else 1
+            add_sequence(f, todo, done)
+        return f
+
+    def _pace_put(self, rid: str, why: str) -> None:
+        request, _ = self.pace_side.pop(rid)
+        group = self.pace_groups.setdefault(self.pace_group_of.get(rid, rid), _Group())
+        if rid in group.queued:
+            group.queued.remove(rid)
+        group.running.add(rid)
+        self.waiting.add_request(request)
+        self.pace_released[why] += 1
+
+    def _pace_release(self, now: float) -> None:
+        # serial fallback and aging first: neither depends on the budget
+        for group in list(self.pace_groups.values()):
+            if group.queued and not group.running:
+                self._pace_put(group.queued[0], "fallback")
+        for rid, (_, since) in list(self.pace_side.items()):
+            if now - since > self.pace_max_wait:
+                self._pace_put(rid, "aged")
+        if self.pace_side:
+            self._pace_admit(now)
+
+    def _pace_admit(self, now: float) -> None:
+        logical: dict[str, int] = {}
+        deadline, tpot, bank, ben, remaining, decoding = [], [], [], [], [], []
+
+        def slot(key: str, request: Any) -> int:
+            if key in logical:
+                return logical[key]
+            tag = _tag(request) or {}
+            tau = float(tag.get("tpot_slo_ms", self.pace_tpot * 1e3)) / 1e3
+            arrived, first = self.pace_seen.get(request.request_id, [now, None])
+            out_tokens = int(getattr(request, "num_output_tokens", 0))
+            if first is None:
+                d = (
+                    float(arrived or now)
+                    + float(tag.get("ttft_slo_ms", self.pace_ttft * 1e3)) / 1e3
+                )
+                bank.append(d - now)
+            else:
+                d = float(first) + tau * (out_tokens + 1)
+                bank.append(d - tau - now)
+            deadline.append(d)
+            tpot.append(tau)
+            max_tokens = getattr(request, "max_tokens", None) or 256
+            remaining.append(float(max(int(max_tokens) - out_tokens, 16)))
+            decoding.append(first is not None)
+            ben.append(False)
+            logical[key] = len(deadline) - 1
+            return logical[key]
+
+        for request in self.running:
+            slot(self.pace_group_of.get(request.request_id, request.request_id), request)
+        cand_ids, cand, rank, ctx, wid, unf, ln, blocks = [], [], [], [], [], [], [], []
+        block = int(getattr(self, "block_size", 16) or 16)
+        for key, group in self.pace_groups.items():
+            for r, rid in enumerate(group.queued, start=1):
+                request, _ = self.pace_side[rid]
+                i = slot(key, request)
+                ben[i] = True
+                tag = _tag(request) or {}
+                expected = int(
+                    tag.get("expected_tokens") or getattr(request, "max_tokens", 0) or 256
+                )
+                cand_ids.append(rid)
+                cand.append(i)
+                rank.append(float(r))
+                ctx.append(float(len(request.prompt_token_ids)))
+                wid.append(float(max(len(group.running), 1)))
+                unf.append(float(len(group.running) + len(group.queued)))
+                ln.append(float(expected))
+                blocks.append(-(-expected // block) + 1)
+        if not cand_ids:
+            return
+        free_blocks = int(self.kv_cache_manager.block_pool.get_num_free_blocks())  # type: ignore[attr-defined]
+        seats = int(self.max_num_running_reqs) - len(self.running) - len(self.waiting)  # type: ignore[attr-defined]
+        extra = sum(max(len(g.running) - 1, 0) for g in self.pace_groups.values())
+        view = StepView(
+            now=now,
+            base=self._pace_running_features(),
+            deadline=np.array(deadline),
+            tpot=np.array(tpot),
+            bank=np.array(bank),
+            remaining=np.array(remaining),
+            decoding=np.array(decoding, dtype=bool),
+            beneficiary=np.array(ben, dtype=bool),
+            cand_req=np.array(cand, dtype=np.int64),
+            cand_rank=np.array(rank),
+            cand_ctx=np.array(ctx),
+            cand_width=np.array(wid),
+            cand_unfinished=np.array(unf),
+            cand_len=np.array(ln),
+            cand_blocks=np.array(blocks, dtype=np.int64),
+            kv_free_blocks=free_blocks,
+            seats_free=max(seats, 0),
+            extra_lanes=extra,
+        )
+        for rid, ok in zip(cand_ids, self.pace.decide(view), strict=True):
+            if ok and rid in self.pace_side:
+                self._pace_put(rid, "admitted")
+
+
+def _finished(request: Any) -> bool:
+    check = getattr(request, "is_finished", None)
+    return bool(check()) if callable(check) else False
+
+
+_CLASSES: dict[bool, type] = {}
+
+
+def scheduler_class(async_scheduling: bool) -> type:
+    """Pace over vLLM's ``AsyncScheduler`` (``True``) or ``Scheduler`` (imports vLLM)."""
+    if async_scheduling in _CLASSES:
+        return _CLASSES[async_scheduling]
     try:
-        from vllm.v1.core.sched.scheduler import Scheduler
+        if async_scheduling:
+            from vllm.v1.core.sched.async_scheduler import AsyncScheduler as base
+        else:
+            from vllm.v1.core.sched.scheduler import Scheduler as base
     except ImportError as exc:
         raise PaceSchedulerError(
             f"PaceScheduler needs vLLM (pip install 'pace-scheduler[vllm]'): {exc}"
         ) from None
-
-    class PaceScheduler(Scheduler):  # type: ignore[misc, valid-type]
-        """vLLM's scheduler with Pace admission of tagged branches (see the module doc)."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.pace = PaceController.from_model(_default_model())
-            self.pace_side: dict[str, Any] = {}
-            self.pace_seen: dict[str, tuple[float, float | None]] = {}
-            self.pace_prev: tuple[float, np.ndarray] | None = None
-            self.pace_tpot = float(os.environ.get("PACE_TPOT_SLO_MS", "50")) / 1e3
-            self.pace_ttft = float(os.environ.get("PACE_TTFT_SLO_MS", "1000")) / 1e3
-
-        # -- requests
-        def add_request(self, request: Any) -> None:
-            self.pace_seen[request.request_id] = (time.monotonic(), None)
-            tag = _tag(request)
-            if tag is not None and int(tag.get("branch", 0)) > 0:
-                self.pace_side[request.request_id] = request
-                self.requests[request.request_id] = request
-                return
-            super().add_request(request)
-
-        def finish_requests(self, request_ids: Any, finished_status: Any) -> Any:
-            ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
-            for rid in ids:
-                if rid in self.pace_side:  # aborted before admission: never reached the queues
-                    self.pace_side.pop(rid)
-                    self.requests.pop(rid, None)
-                self.pace_seen.pop(rid, None)
-            return super().finish_requests(ids, finished_status)
-
-        def get_num_unfinished_requests(self) -> int:
-            return int(super().get_num_unfinished_requests()) + len(self.pace_side)
-
-        def has_unfinished_requests(self) -> bool:
-            return bool(self.pace_side) or bool(super().has_unfinished_requests())
-
-        # -- the step
-        def schedule(self) -> Any:
-            now = time.monotonic()
-            if self.pace_prev is not None:  # the previous step ran between the two calls
-                started, features = self.pace_prev
-                self.pace.observe(features, now - started)
-            if self.pace_side:
-                self._pace_admit(now)
-            out = super().schedule()
-            self.pace_prev = (now, self._pace_features())
-            return out
-
-        def _pace_features(self) -> np.ndarray:
-            n_dec = 0.0
-            sum_ctx = 0.0
-            p_tok = 0.0
-            p_attn = 0.0
-            for req in self.running:
-                done = float(req.num_computed_tokens)
-                todo = float(max(req.num_tokens - req.num_computed_tokens, 1))
-                if todo <= 1:
-                    n_dec += 1
-                    sum_ctx += done
-                else:
-                    p_tok += todo
-                    p_attn += todo * (done + todo / 2)
-            return np.array([n_dec, sum_ctx, p_tok, p_attn])
-
-        def _pace_admit(self, now: float) -> None:
-            running = list(self.running)
-            base = self._pace_features()
-            deadline, tpot, bank, ben, remaining, decoding = [], [], [], [], [], []
-            parents: dict[str, int] = {}
-            for i, req in enumerate(running):
-                tag = _tag(req) or {}
-                tau = float(tag.get("tpot_slo_ms", self.pace_tpot * 1e3)) / 1e3
-                arrived, first = self.pace_seen.get(req.request_id, (now, None))
-                out_tokens = int(getattr(req, "num_output_tokens", 0))
-                if first is None and out_tokens > 0:
-                    first = now
-                    self.pace_seen[req.request_id] = (arrived, first)
-                if first is None:
-                    ttft = float(tag.get("ttft_slo_ms", self.pace_ttft * 1e3)) / 1e3
-                    d = arrived + ttft
-                    bank.append(d - now)
-                else:
-                    d = first + tau * (out_tokens + 1)
-                    bank.append(d - tau - now)
-                deadline.append(d)
-                tpot.append(tau)
-                max_tokens = getattr(req.sampling_params, "max_tokens", None) or 256
-                remaining.append(float(max(int(max_tokens) - out_tokens, 16)))
-                decoding.append(first is not None)
-                if "parent" in tag:
-                    parents.setdefault(str(tag["parent"]), i)
-                ben.append(False)
-            pending = list(self.pace_side.values())
-            width = {p: 0 for p in parents}
-            for req in running:
-                tag = _tag(req) or {}
-                if "parent" in tag:
-                    width[str(tag["parent"])] = width.get(str(tag["parent"]), 0) + 1
-            cand, rank, ctx, wid, unf, ln, blocks = [], [], [], [], [], [], []
-            per_parent: dict[str, int] = {}
-            total: dict[str, int] = {}
-            for req in pending:
-                key = str((_tag(req) or {}).get("parent"))
-                total[key] = total.get(key, 0) + 1
-            block = int(getattr(self, "block_size", 16) or 16)
-            for req in pending:
-                tag = _tag(req) or {}
-                parent = str(tag.get("parent"))
-                if parent not in parents:  # its parent is not running (yet): admit normally
-                    parents[parent] = len(deadline)
-                    deadline.append(now + self.pace_tpot)
-                    tpot.append(self.pace_tpot)
-                    bank.append(0.0)
-                    remaining.append(16.0)
-                    decoding.append(True)
-                    ben.append(True)
-                ben[parents[parent]] = True
-                per_parent[parent] = per_parent.get(parent, 0) + 1
-                expected = int(tag.get("expected_tokens") or 256)
-                cand.append(parents[parent])
-                rank.append(per_parent[parent])
-                ctx.append(len(req.prompt_token_ids))
-                wid.append(max(width.get(parent, 1), 1))
-                unf.append(max(width.get(parent, 1), 1) + total[parent])
-                ln.append(expected)
-                blocks.append(-(-expected // block))
-            free_blocks = int(self.kv_cache_manager.block_pool.get_num_free_blocks())
-            seats = int(self.max_num_running_reqs) - len(self.running) - len(self.waiting)
-            view = StepView(
-                now=now,
-                base=base,
-                deadline=np.array(deadline),
-                tpot=np.array(tpot),
-                bank=np.array(bank),
-                remaining=np.array(remaining),
-                decoding=np.array(decoding, dtype=bool),
-                beneficiary=np.array(ben, dtype=bool),
-                cand_req=np.array(cand, dtype=np.int64),
-                cand_rank=np.array(rank, dtype=float),
-                cand_ctx=np.array(ctx, dtype=float),
-                cand_width=np.array(wid, dtype=float),
-                cand_unfinished=np.array(unf, dtype=float),
-                cand_len=np.array(ln, dtype=float),
-                cand_blocks=np.array(blocks, dtype=np.int64),
-                kv_free_blocks=free_blocks,
-                seats_free=max(seats, 0),
-            )
-            mask = self.pace.decide(view)
-            add = getattr(self.waiting, "add_request", None) or self.waiting.append
-            for req, ok in zip(pending, mask, strict=True):
-                if ok:
-                    self.pace_side.pop(req.request_id)
-                    add(req)
-
-    PaceScheduler.__module__ = __name__
-    PaceScheduler.__qualname__ = "PaceScheduler"
-    return PaceScheduler
+    name = "PaceAsyncScheduler" if async_scheduling else "PaceSyncScheduler"
+    cls = type(name, (PaceSchedulerMixin, base), {"__module__": __name__, "__qualname__": name})
+    _CLASSES[async_scheduling] = cls
+    return cls
 
 
-_CLASS: type | None = None
+def _async_from(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    config = kwargs.get("vllm_config", args[0] if args else None)
+    sched = getattr(config, "scheduler_config", None)
+    return bool(getattr(sched, "async_scheduling", False))
 
 
-def __getattr__(name: str) -> Any:
-    """``pace_scheduler.vllm_plugin.PaceScheduler`` resolves lazily (vLLM imported here)."""
-    global _CLASS
-    if name == "PaceScheduler":
-        if _CLASS is None:
-            _CLASS = make_scheduler_class()
-        return _CLASS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class PaceScheduler:
+    """What ``--scheduler-cls pace_scheduler.vllm_plugin.PaceScheduler`` names.
+
+    vLLM calls it like its own scheduler class; it returns an instance of Pace over
+    ``AsyncScheduler`` when the config has async scheduling on, over ``Scheduler`` when off,
+    so naming it keeps vLLM's overlap of scheduling and execution.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return scheduler_class(_async_from(args, kwargs))(*args, **kwargs)
 
 
 def register() -> None:
     """``vllm.general_plugins`` entry point: cheap and safe in every vLLM process.
 
-    Nothing to register globally (the scheduler is chosen with ``--scheduler-cls``); resolving
-    the class here surfaces an incompatible vLLM at start-up rather than at the first request.
+    Nothing to register globally (the scheduler is chosen with ``--scheduler-cls``); building
+    both classes here surfaces an incompatible vLLM at start-up rather than at the first
+    request.
     """
     with contextlib.suppress(PaceSchedulerError):
-        __getattr__("PaceScheduler")
+        scheduler_class(True)
+        scheduler_class(False)

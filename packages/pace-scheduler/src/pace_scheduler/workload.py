@@ -319,7 +319,9 @@ def summarize(requests: Sequence[RequestSpec]) -> dict[str, float]:
     """Mean lengths of a workload (for reports and load scaling)."""
     total = np.array([r.total_tokens for r in requests], dtype=float)
     cp = np.array([r.critical_path for r in requests], dtype=float)
+    branches = [b for r in requests for fork in r.forks for b in fork]
     return {
+        "mean_branch_tokens": float(np.mean(branches)) if branches else 0.0,
         "requests": float(len(requests)),
         "mean_total_tokens": float(total.mean()),
         "mean_critical_path": float(cp.mean()),

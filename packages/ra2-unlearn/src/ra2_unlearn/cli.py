@@ -17,12 +17,16 @@ The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--d
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from paperstack.contract import ContractCLI, Report, Run
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from paperstack.errors import PaperstackError
 from ra2_unlearn import __version__
 from ra2_unlearn.config import METHODS
@@ -30,32 +34,8 @@ from ra2_unlearn.config import METHODS
 cli = ContractCLI("ra2", "ra2-unlearn", __version__, __doc__)
 
 
-def _number(kind: type, low: float, strict: bool) -> Callable[[str], Any]:
-    """An argparse type: a finite ``kind`` (int or float) above ``low`` (or at it, unless
-    ``strict``), so ``--lr -1`` or ``--batch-size 0`` is refused on the command line."""
-    sign = ">" if strict else ">="
-    what = "a finite number" if kind is float else "an integer"
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-        ok = math.isfinite(value) and (value > low if strict else value >= low)
-        if not ok:
-            raise argparse.ArgumentTypeError(f"must be {what} {sign} {low:g}, got {text}")
-        return value
-
-    return parse
-
-
-_positive_int = _number(int, 0, strict=True)
-_positive_float = _number(float, 0, strict=True)
-_non_negative_float = _number(float, 0, strict=False)
-
-
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=_positive_int, default=None, help="unlearning steps per run")
+    p.add_argument("--steps", type=positive_int, default=None, help="unlearning steps per run")
     p.add_argument(
         "--methods",
         default=None,
@@ -79,7 +59,7 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=_positive_int, default=20, help="timed steps per method")
+    p.add_argument("--steps", type=positive_int, default=20, help="timed steps per method")
     p.add_argument("--preset", default="tiny", help="tiny-model preset (default tiny)")
 
 
@@ -105,11 +85,11 @@ def _unlearn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="directory for the unlearned model")
     p.add_argument("--method", default="ra2", choices=METHODS)
     p.add_argument("--layer", type=int, default=7, help="hooked layer l (0-based; RMU uses 7)")
-    p.add_argument("--steps", type=_positive_int, default=150)
-    p.add_argument("--lr", type=_positive_float, default=5e-5)
-    p.add_argument("--batch-size", type=_positive_int, default=4)
-    p.add_argument("--alpha", type=_non_negative_float, default=1.0, help="retain weight")
-    p.add_argument("--lora-r", type=_positive_int, default=None, help="train a LoRA of rank r")
+    p.add_argument("--steps", type=positive_int, default=150)
+    p.add_argument("--lr", type=positive_float, default=5e-5)
+    p.add_argument("--batch-size", type=positive_int, default=4)
+    p.add_argument("--alpha", type=non_negative_float, default=1.0, help="retain weight")
+    p.add_argument("--lora-r", type=positive_int, default=None, help="train a LoRA of rank r")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or lines")

@@ -1,0 +1,3 @@
+"""orchestra-rl."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,117 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from orchestra_rl import __version__
+from orchestra_rl.cli import main
+
+from paperstack.records import Claim, load_results
+
+CLAIMS = {
+    "premise_random_broadcast_no_gain",
+    "learned_beats_random_broadcast",
+    "learned_beats_best_fixed_topology",
+    "gap_grows_with_n",
+}
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out
+    assert "bench" in out
+
+
+def test_console_script_help_is_installed():
+    script = shutil.which("orchestra", path=str(Path(sys.executable).parent))
+    assert script is not None, "the orchestra console script is not installed"
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    args = ["demo", "--quick", "--sizes", "2,4", "--iterations", "2", "--no-progress"]
+    assert main([*args, "--out", str(out)]) == 0
+    return out
+
+
+def test_demo_quick_writes_the_claims_judged_from_rows(quick_run):
+    results = load_results(quick_run / "results.json")  # validates and recomputes every claim
+    assert results.manifest.package == "orchestra-rl"
+    assert results.manifest.version == __version__
+    assert {c.id for c in results.claims} == CLAIMS
+    assert results.claims[0].id == "premise_random_broadcast_no_gain"  # the premise first
+    for claim in results.claims:
+        again = Claim.compare(
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
+        )
+        assert again.verdict == claim.verdict
+    row = results.row("orchestra_rl", "accuracy", "N=4")
+    assert sorted(row.seeds) == ["0", "1", "2"]  # per-seed values: claims are paired
+    for system in ("single_shot", "self_consistency", "random_broadcast", "fixed_star"):
+        calls = results.row(system, "calls", "N=4")
+        assert calls.value <= 12  # the budget, 3 N
+    assert results.row("single_shot", "calls", "N=2").value == 2
+    config = results.manifest.config
+    assert set(config["topology_frequencies"]) == {"N=2", "N=4"}
+    assert config["best_fixed_topology"]["N=4"].startswith("fixed_")
+    assert (quick_run / "report.md").read_text().startswith("# orchestra-rl")
+    assert "mode / topology" in (quick_run / "report.md").read_text()
+
+
+def test_demo_writes_traces_of_who_said_what_to_whom(quick_run):
+    traces = json.loads((quick_run / "traces.json").read_text())
+    assert traces
+    assert traces[0]["n_agents"] == 4
+    for ep in traces:
+        assert ep["calls"] == len(ep["calls_trace"]) <= ep["budget"]
+        for call in ep["calls_trace"]:
+            assert {"round", "agent", "from", "text", "answer"} <= set(call)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--sizes", "1,4"], "every N must be >= 2"),
+        (["--sizes", "4"], "at least two sizes"),
+        (["--sizes", "0,4"], "--sizes"),
+        (["--iterations", "0"], "--iterations"),
+        (["--seeds", "x"], "--seeds"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--quick", "--out", str(out), *flags])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # our own checks are one line; argparse's type errors add its usage lines above the error
+    assert err[-1].startswith("orchestra")
+    assert message in err[-1]
+    assert not out.exists()
+
+
+def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--quick", "--out", str(blocker / "sub")])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("orchestra: error: --out")
+
+
+@pytest.mark.slow
+def test_bench_writes_ratios(tmp_path):
+    assert main(["bench", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    results = load_results(tmp_path / "bench.json")
+    assert results.row("orchestration_per_round_over_one_call", "time_ratio").value > 0

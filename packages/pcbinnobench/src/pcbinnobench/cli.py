@@ -1,0 +1,364 @@
+"""``pcbinnobench``: executable KiCad design-and-upgrade tasks for agents, judged by meaning.
+
+- ``pcbinnobench demo --out DIR``: the do-nothing, oracle-patch and heuristic agents on every
+  shipped task at both prompt levels, plus the validator audit (the expert's result rewritten
+  byte by byte must pass, seven kinds of defect must fail); writes ``DIR/results.json``,
+  ``DIR/report.md``, a figure, ``DIR/episodes.jsonl`` and ``DIR/cost_card.json``.
+  ``--quick`` audits one task per board instead of all.
+- ``pcbinnobench tasks``: the shipped task set (ids, kinds, titles).
+- ``pcbinnobench build-tasks --out DIR``: write the task set (``tasks/`` and ``hidden/``).
+- ``pcbinnobench validate --task ID --workspace DIR``: judge an edited workspace.
+
+The common flags and flow come from :class:`paperstack.contract.ContractCLI`. Heavy imports
+stay inside the commands so that ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from paperstack.contract import ContractCLI, Report, Run, positive_int
+from pcbinnobench import __version__
+
+cli = ContractCLI("pcbinnobench", "pcbinnobench", __version__, __doc__)
+
+#: The demo's protocol, fixed before any run: agents, levels, budget and claim margins.
+AGENTS = ("do-nothing", "oracle", "heuristic")
+PREMISE_FLOOR = 0.7  # the expert trajectory, replayed through the tools, passes > 70 %
+DISCRIMINATION_MARGIN = 0.5  # oracle pass rate minus do-nothing pass rate > 0.5
+MUTANT_FLOOR = 0.8  # the validators catch more than 80 % of the injected defects
+
+
+def _task_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tasks",
+        type=Path,
+        default=None,
+        help="task-set folder with tasks/ and hidden/ (default: the shipped set)",
+    )
+    p.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="only this task (repeat for several)",
+    )
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    _task_flags(p)
+    p.add_argument(
+        "--max-calls",
+        type=positive_int,
+        default=30,
+        help="model calls an episode may make (default 30)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=200_000,
+        help="prompt plus completion tokens an episode may use (default 200000)",
+    )
+
+
+def _agent(name: str, task: Any) -> Any:
+    from pcbinnobench.agents import DoNothingAgent, HeuristicAgent, OracleAgent
+
+    if name == "do-nothing":
+        return DoNothingAgent()
+    if name == "oracle":
+        return OracleAgent(task.solution())
+    return HeuristicAgent()
+
+
+def _breakdown(episodes: list[Any]) -> str:
+    from pcbinnobench.validators import FAMILY_ORDER
+
+    lines = [
+        "| agent | level | Pass@1 | " + " | ".join(FAMILY_ORDER) + " |",
+        "|---|---|---|" + "---|" * len(FAMILY_ORDER),
+    ]
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for ep in episodes:
+        groups.setdefault((ep.agent, ep.level), []).append(ep)
+    for (agent, level), eps in groups.items():
+        cells = []
+        for fam in FAMILY_ORDER:
+            ran = [ep.result.family_passed().get(fam) for ep in eps]
+            ran_only = [x for x in ran if x is not None]
+            cells.append(f"{sum(ran_only)}/{len(ran_only)}" if ran_only else "skipped")
+        passed = sum(ep.passed for ep in eps)
+        lines.append(f"| {agent} | {level} | {passed}/{len(eps)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@cli.demo(arguments=_demo_arguments, seeds=1, quick_seeds=1, devices=("cpu",))
+def demo(run: Run) -> Report:
+    """Pass@1 of three reference agents at both guidance levels, and the validator audit.
+
+    The agents are deterministic (no sampling), so one episode per task and level is the
+    whole measurement; rows hold per-task values and the claims compare agents or levels
+    paired over tasks, or as proportions of tasks.
+    """
+    from paperstack.records import Claim, Row
+    from paperstack.report import bar_chart
+    from pcbinnobench.audit import MUTANTS, audit_task
+    from pcbinnobench.harness import Budget, cost_card, run_episode
+    from pcbinnobench.tasks import LEVELS, load_tasks
+
+    tasks = load_tasks(run.args.tasks, run.args.task)
+    budget = Budget(max_calls=run.args.max_calls, max_tokens=run.args.max_tokens)
+    episodes = []
+    with run.progress(len(tasks) * len(LEVELS) * len(AGENTS), "episodes") as bar:
+        for agent_name in AGENTS:
+            for level in LEVELS:
+                for task in tasks:
+                    episodes.append(run_episode(task, _agent(agent_name, task), level, budget))
+                    bar.advance()
+    with open(run.out / "episodes.jsonl", "w", encoding="utf-8") as fh:
+        for ep in episodes:
+            fh.write(json.dumps(ep.to_json()) + "\n")
+    (run.out / "cost_card.json").write_text(
+        json.dumps(cost_card(episodes), indent=2) + "\n", encoding="utf-8"
+    )
+
+    rows: list[Row] = []
+    passed = {(ep.agent, ep.level, ep.task_id): ep.passed for ep in episodes}
+    for agent_name in AGENTS:
+        for level in LEVELS:
+            per_task = {t.id: float(passed[(agent_name, level, t.id)]) for t in tasks}
+            rows.append(
+                Row.from_items(
+                    agent_name, "pass@1", per_task, split=level, unit="fraction of tasks"
+                )
+            )
+            rows.append(
+                Row.proportion(
+                    agent_name, "tasks_passed", int(sum(per_task.values())), len(tasks), split=level
+                )
+            )
+    misjudged = sum(
+        passed[("do-nothing", lv, t.id)] or not passed[("oracle", lv, t.id)]
+        for t in tasks
+        for lv in LEVELS
+    )
+    rows.append(
+        Row(
+            system="validators",
+            metric="misjudged_episodes",
+            value=float(misjudged),
+            n=2 * len(tasks),
+            split="do-nothing+oracle",
+        )
+    )
+
+    audited = tasks
+    if run.quick:  # one task per board
+        first: dict[str, Any] = {}
+        for t in tasks:
+            first.setdefault(t.board, t)
+        audited = list(first.values())
+    audits = []
+    with run.progress(len(audited), "audit") as bar:
+        for task in audited:
+            audits.append(audit_task(task))
+            bar.advance()
+    relayout_failures = sum(not a.relayout.passed for a in audits)
+    unchanged_bytes = sum(not a.bytes_changed for a in audits)
+    caught = sum(sum(a.mutants_caught.values()) for a in audits)
+    total = sum(len(a.mutants_caught) for a in audits)
+    rows.append(
+        Row(
+            system="validators",
+            metric="relayout_rejected",
+            value=float(relayout_failures + unchanged_bytes),
+            n=len(audits),
+            split="ground truth",
+        )
+    )
+    rows.append(Row.proportion("validators", "mutants_caught", caught, total, split="mutants"))
+
+    claims = [
+        Claim.compare(
+            "premise_trajectory_solves",
+            "premise: the expert trajectory, replayed through the agent's own tools (oracle "
+            f"agent), passes more than {PREMISE_FLOOR:.0%} of the tasks, so the guided "
+            "prompt carries a working solution and the tasks are solvable in the sandbox",
+            rows,
+            lhs=("oracle", "tasks_passed", "guided"),
+            op="gt",
+            rhs=PREMISE_FLOOR,
+        ),
+        Claim.compare(
+            "validators_discriminate",
+            "the validators separate doing nothing from the expert fix: oracle pass rate "
+            f"minus do-nothing pass rate is above {DISCRIMINATION_MARGIN}",
+            rows,
+            lhs=("oracle", "tasks_passed", "guided"),
+            op="gt",
+            rhs=("do-nothing", "tasks_passed", "guided"),
+            margin=DISCRIMINATION_MARGIN,
+        ),
+        Claim.compare(
+            "validators_discriminate_every_task",
+            "on every task and level, do-nothing fails and the oracle passes (a count of "
+            "misjudged episodes that is 0)",
+            rows,
+            lhs=("validators", "misjudged_episodes", "do-nothing+oracle"),
+            op="le",
+            rhs=0.0,
+            exact=True,
+        ),
+        Claim.compare(
+            "guidance_helps",
+            "the heuristic agent passes more tasks with the expert trajectory in its prompt "
+            "than with the objective alone (paired over tasks)",
+            rows,
+            lhs=("heuristic", "pass@1", "guided"),
+            op="gt",
+            rhs=("heuristic", "pass@1", "objective"),
+        ),
+        Claim.compare(
+            "validators_judge_meaning",
+            "the expert's result rewritten in another byte layout (every byte moved, same "
+            "meaning) passes on every audited task, where SHA-256 golden-file checks fail it",
+            rows,
+            lhs=("validators", "relayout_rejected", "ground truth"),
+            op="le",
+            rhs=0.0,
+            exact=True,
+        ),
+        Claim.compare(
+            "validators_catch_defects",
+            f"the validators fail more than {MUTANT_FLOOR:.0%} of injected defects "
+            f"({len(MUTANTS)} kinds per audited task)",
+            rows,
+            lhs=("validators", "mutants_caught", "mutants"),
+            op="gt",
+            rhs=MUTANT_FLOOR,
+        ),
+    ]
+    figures = [
+        bar_chart(
+            rows,
+            "pass@1",
+            run.out / f"pass_at_1_{level}.png",
+            split=level,
+            title=f"Pass@1, {level} prompt",
+        )
+        for level in LEVELS
+    ]
+
+    mutant_lines = ["| defect | caught | failing check families |", "|---|---|---|"]
+    for name in MUTANTS:
+        hits = [a.mutants[name] for a in audits]
+        fams = sorted({c.family for r in hits for c in r.failures()})
+        got = sum(not r.passed for r in hits)
+        mutant_lines.append(f"| {name} | {got}/{len(hits)} | {', '.join(fams)} |")
+    skipped = sorted({c.name for ep in episodes for c in ep.result.skipped})
+    intro = (
+        f"{len(tasks)} KiCad 9 design-and-upgrade tasks on three small boards; each agent "
+        f"runs once per task at each prompt level ({', '.join(LEVELS)}) in a sandboxed copy "
+        f"of the workspace, budget {budget.max_calls} model calls / {budget.max_tokens} "
+        "tokens. The agents are deterministic, so rows are per-task pass/fail values; "
+        "Pass@1 claims are paired over tasks or compared as proportions of tasks.\n\n"
+        "Per-validator breakdown (tasks whose checks of that family all passed):\n\n"
+        f"{_breakdown(episodes)}\n\n"
+        f"Validator audit on {len(audits)} task(s): the ground truth passes on "
+        f"{sum(a.truth.passed for a in audits)}/{len(audits)}, its byte-level relayout on "
+        f"{sum(a.relayout.passed for a in audits)}/{len(audits)}; injected defects:\n\n"
+        + "\n".join(mutant_lines)
+        + "\n\n"
+        + (
+            f"Skipped (reported as skipped, never passed): {', '.join(skipped)} (kicad-cli "
+            "is not installed here)."
+            if skipped
+            else "kicad-cli DRC/ERC ran on every episode."
+        )
+    )
+    config = {
+        "tasks": [t.id for t in tasks],
+        "audited": [t.id for t in audited],
+        "agents": list(AGENTS),
+        "levels": list(LEVELS),
+        "budget": {"max_calls": budget.max_calls, "max_tokens": budget.max_tokens},
+        "margins": {
+            "premise": PREMISE_FLOOR,
+            "discrimination": DISCRIMINATION_MARGIN,
+            "mutants": MUTANT_FLOOR,
+        },
+    }
+    return Report(
+        rows,
+        claims,
+        title="PCBInnoBench: reference agents and validator audit",
+        intro=intro,
+        figures=figures,
+        config=config,
+    )
+
+
+@cli.command("tasks", "list the shipped task set", _task_flags)
+def tasks_command(args: argparse.Namespace) -> int:
+    from pcbinnobench.tasks import load_tasks
+
+    for task in load_tasks(args.tasks, args.task):
+        print(f"{task.id}\t{task.kind}\t{task.board}\t{task.title}")
+    return 0
+
+
+def _build_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, required=True, help="folder to write tasks/ and hidden/")
+
+
+@cli.command(
+    "build-tasks", "write the shipped task set (tasks/ and hidden/) into a folder", _build_arguments
+)
+def build_tasks_command(args: argparse.Namespace) -> int:
+    from paperstack.errors import PaperstackError
+    from pcbinnobench.catalog import build_all
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PaperstackError(f"--out {args.out}: exists and is not a directory")
+    ids = build_all(args.out)
+    print(f"wrote {len(ids)} tasks into {args.out}/tasks and {args.out}/hidden")
+    return 0
+
+
+def _validate_arguments(p: argparse.ArgumentParser) -> None:
+    _task_flags(p)
+    p.add_argument("--workspace", type=Path, required=True, help="the edited workspace folder")
+
+
+@cli.command(
+    "validate",
+    "judge an edited workspace against one task's hidden validators",
+    _validate_arguments,
+)
+def validate_command(args: argparse.Namespace) -> int:
+    from paperstack.errors import PaperstackError
+    from pcbinnobench.tasks import load_tasks
+    from pcbinnobench.validators import validate
+
+    if not args.task or len(args.task) != 1:
+        raise PaperstackError("validate: give exactly one --task ID")
+    if not args.workspace.is_dir():
+        raise PaperstackError(f"--workspace {args.workspace}: not a directory")
+    task = load_tasks(args.tasks, args.task)[0]
+    result = validate(args.workspace, task.hidden)
+    for check in result.checks:
+        print(f"{check.status:8} {check.name}" + (f"  ({check.detail})" if check.detail else ""))
+    verdict = "passed" if result.passed else "failed"
+    note = "" if result.complete else f" ({len(result.skipped)} check(s) skipped)"
+    print(f"{task.id}: {verdict}{note}")
+    return 0 if result.passed else 1
+
+
+main = cli.main
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

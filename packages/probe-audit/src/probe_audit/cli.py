@@ -1,0 +1,387 @@
+"""``probe``: the command line of probe-audit.
+
+- ``probe demo --out DIR``: PROBE on the toy world. The premise first (the zero-shot auditor
+  finds some but not all planted bugs of the rule agents), then GRPO, DPO and GFlowNet auditors
+  trained from it against the zero-shot auditor, the five scripted strategies and random
+  templates, and the checkers' precision on the planted ground truth. ``--quick`` is the
+  one-minute version (a less trained auditor, fewer steps and episodes).
+- ``probe bench --out DIR``: episodes per second, and a PROBE training step (composite reward:
+  checkers, ground truth, plausibility) against a plain GRPO step on the same rollouts with a
+  violation-count reward, as a ratio.
+
+The common flags and flow come from :class:`paperstack.contract.ContractCLI`. Heavy imports
+stay inside the commands so that ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import os
+import time
+from typing import Any
+
+from paperstack.contract import ContractCLI, Report, Run, positive_int
+from probe_audit import __version__
+
+cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
+
+#: The protocol, fixed before any claim was looked at (no tuning: these are the only values run).
+FULL: dict[str, Any] = {
+    "pretrain_steps": 200, "train_steps": 6, "scenarios_per_step": 2, "group_size": 4,
+    "eval_per_domain": 12, "eval_db_seeds": [900, 901], "turn_tokens": 64,
+}  # fmt: skip
+QUICK: dict[str, Any] = {
+    "pretrain_steps": 40, "train_steps": 1, "scenarios_per_step": 1, "group_size": 2,
+    "eval_per_domain": 3, "eval_db_seeds": [900], "turn_tokens": 32,
+}  # fmt: skip
+#: The database seed on which the best scripted strategy is chosen (never reported).
+VALIDATION_DB_SEED = 800
+METRICS = ("violations_per_episode", "yield_per_call", "plausibility", "category_coverage",
+           "bugs_found", "distinct_rules")  # fmt: skip
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--pretrain-steps",
+        type=positive_int,
+        default=None,
+        help="pre-training steps of the zero-shot auditor (default 200, --quick 40; cached)",
+    )
+    p.add_argument(
+        "--train-steps",
+        type=positive_int,
+        default=None,
+        help="training steps per objective (default: 6, --quick 1)",
+    )
+    p.add_argument(
+        "--eval-per-domain",
+        type=positive_int,
+        default=None,
+        help="evaluation scenarios per domain and database (default: 12, --quick 3)",
+    )
+    p.add_argument(
+        "--turn-tokens",
+        type=positive_int,
+        default=64,
+        help="most tokens the model auditor writes per turn (default 64)",
+    )
+    p.add_argument(
+        "--plausibility",
+        choices=("minilm", "trigram"),
+        default="minilm",
+        help="plausibility from MiniLM similarity (default) or character trigrams",
+    )
+
+
+def _worlds(bugs: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    from probe_audit import domains
+
+    worlds = {name: domains.get(name) for name in domains.NAMES}
+    targets = {name: domains.rule_target(name, None if bugs else ()) for name in domains.NAMES}
+    return worlds, targets
+
+
+def _plausibility(kind: str) -> Any:
+    from probe_audit.reward import Plausibility
+    from probe_audit.strategies import realistic_turns
+
+    reference = [t for name in ("retail", "airline") for t in realistic_turns(name)]
+    return Plausibility(reference, kind)
+
+
+def _score_row_values(score: Any) -> dict[str, float]:
+    return {
+        "violations_per_episode": score.violations_per_episode,
+        "yield_per_call": score.yield_per_call,
+        "plausibility": score.plausibility,
+        "category_coverage": score.category_coverage,
+        "bugs_found": score.bugs_found,
+        "distinct_rules": float(len(score.rules)),
+    }
+
+
+@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=2, devices=("cpu",))
+def demo(run: Run) -> Report:
+    """The premise, the three objectives against zero-shot, scripted and random auditors,
+    and the checkers' precision; every row holds per-seed values, so claims are paired."""
+    import torch
+
+    from paperstack.llm import CostLedger
+    from paperstack.records import Claim, Row
+    from paperstack.report import bar_chart
+    from probe_audit.auditors import ModelAuditor
+    from probe_audit.evaluate import audit, make_reward
+    from probe_audit.reward import ViolationArchive
+    from probe_audit.strategies import STRATEGIES, RandomTemplateAuditor, ScriptedAuditor
+    from probe_audit.toy import pretrained_auditor
+    from probe_audit.training import OBJECTIVES, AuditorTrainer, TrainConfig
+
+    torch.set_num_threads(1)
+    proto: dict[str, Any] = dict(QUICK if run.quick else FULL)
+    if run.args.pretrain_steps is not None:
+        proto["pretrain_steps"] = run.args.pretrain_steps
+    if run.args.train_steps is not None:
+        proto["train_steps"] = run.args.train_steps
+    if run.args.eval_per_domain is not None:
+        proto["eval_per_domain"] = run.args.eval_per_domain
+    if run.args.turn_tokens is not None:
+        proto["turn_tokens"] = run.args.turn_tokens
+    seeds = list(run.seeds)
+    worlds, targets = _worlds(bugs=True)
+    _, clean_targets = _worlds(bugs=False)
+    plaus = _plausibility(run.args.plausibility)
+    run.log(f"pre-training the zero-shot auditor ({proto['pretrain_steps']} steps; cached)")
+    base_model, tokenizer = pretrained_auditor(
+        int(proto["pretrain_steps"]), progress=run.show_progress
+    )
+    params = sum(p.numel() for p in base_model.parameters())
+    eval_seeds = list(proto["eval_db_seeds"])
+    per_domain = int(proto["eval_per_domain"])
+    ledger = CostLedger()
+
+    # The best scripted strategy, chosen on a validation database that is never reported.
+    val = {s: audit(ScriptedAuditor(s, 0), worlds, targets, [VALIDATION_DB_SEED], per_domain, None)
+           for s in STRATEGIES}  # fmt: skip
+    best_scripted = max(STRATEGIES, key=lambda s: (val[s].violations_per_episode, s))
+    run.log(f"best scripted strategy on the validation database: {best_scripted}")
+
+    values: dict[str, dict[str, dict[int, float]]] = {}
+    false_total = 0
+    checked_total = 0
+    trained_seconds: dict[str, list[float]] = {o: [] for o in OBJECTIVES}
+
+    def record(system: str, seed: int, score: Any) -> None:
+        nonlocal false_total, checked_total
+        for metric, value in _score_row_values(score).items():
+            values.setdefault(system, {}).setdefault(metric, {})[seed] = value
+        false_total += score.false_violations
+        checked_total += score.checked
+
+    total = len(seeds) * (len(OBJECTIVES) * (int(proto["train_steps"]) + 1) + 3)
+    with run.progress(total, "seeds x auditors") as bar:
+        for seed in seeds:
+            zero = ModelAuditor(
+                copy.deepcopy(base_model),
+                tokenizer,
+                seed=seed,
+                name="zero-shot",
+                ledger=ledger,
+                max_turn_tokens=int(proto["turn_tokens"]),
+            )
+            record("zero-shot", seed, audit(zero, worlds, targets, eval_seeds, per_domain, plaus))
+            for objective in OBJECTIVES:
+                auditor = ModelAuditor(
+                    copy.deepcopy(base_model),
+                    tokenizer,
+                    seed=seed,
+                    name=objective,
+                    ledger=ledger,
+                    max_turn_tokens=int(proto["turn_tokens"]),
+                )
+                train_config = TrainConfig(
+                    objective=objective, steps=int(proto["train_steps"]),
+                    scenarios_per_step=int(proto["scenarios_per_step"]),
+                    group_size=int(proto["group_size"]), seed=seed,
+                )  # fmt: skip
+                trainer = AuditorTrainer(
+                    auditor, worlds, targets, make_reward(plaus, archive=None), train_config,
+                    archive=ViolationArchive(),
+                )  # fmt: skip
+                trainer.reward = make_reward(plaus, archive=trainer.archive)
+                trainer.train(bar)
+                trained_seconds[objective].append(sum(trainer.step_seconds))
+                record(
+                    objective, seed, audit(auditor, worlds, targets, eval_seeds, per_domain, plaus)
+                )
+                bar.advance()
+            for s in STRATEGIES:
+                score = audit(
+                    ScriptedAuditor(s, seed), worlds, targets, eval_seeds, per_domain, plaus
+                )
+                record(f"scripted:{s}", seed, score)
+            bar.advance()
+            rand = RandomTemplateAuditor(seed)
+            record(
+                "random-templates",
+                seed,
+                audit(rand, worlds, targets, eval_seeds, per_domain, plaus),
+            )
+            bar.advance()
+            # Precision on a bug-free agent: every auditor kind, no planted bug, so any violation
+            # the checkers report is a false one.
+            for a in [RandomTemplateAuditor(seed), *(ScriptedAuditor(s, seed) for s in STRATEGIES)]:
+                clean = audit(a, worlds, clean_targets, eval_seeds, per_domain, None)
+                false_total += clean.violations
+                checked_total += clean.violations
+            bar.advance()
+
+    rows: list[Row] = []
+    for system, metrics in values.items():
+        for metric, per_seed in metrics.items():
+            rows.append(Row.from_seeds(system, metric, per_seed, split="eval"))
+    rows.append(Row(system="checkers", metric="false_violations", value=float(false_total),
+                    n=checked_total, split="eval"))  # fmt: skip
+    vpe = "violations_per_episode"
+
+    def key(system: str, metric: str) -> tuple[str, str, str]:
+        return (system, metric, "eval")
+
+    claims = [
+        Claim.compare(
+            "premise_zero_shot_finds_bugs",
+            "premise: the zero-shot auditor finds some planted bugs (share of the 8 found > 0)",
+            rows, key("zero-shot", "bugs_found"), "gt", 0.0,
+        ),
+        Claim.compare(
+            "premise_zero_shot_headroom",
+            "premise: the zero-shot auditor misses some planted bugs (share found < 1)",
+            rows, key("zero-shot", "bugs_found"), "lt", 1.0,
+        ),
+        Claim.compare(
+            "trained_beats_zero_shot",
+            "the GRPO-trained auditor finds more distinct violations per episode than the same "
+            "model zero-shot",
+            rows, key("grpo", vpe), "gt", key("zero-shot", vpe),
+        ),
+        Claim.compare(
+            "dpo_beats_zero_shot",
+            "the DPO-trained auditor finds more distinct violations per episode than zero-shot",
+            rows, key("dpo", vpe), "gt", key("zero-shot", vpe),
+        ),
+        Claim.compare(
+            "gflownet_beats_zero_shot",
+            "the GFlowNet-trained auditor finds more distinct violations per episode than "
+            "zero-shot",
+            rows, key("gflownet", vpe), "gt", key("zero-shot", vpe),
+        ),
+        Claim.compare(
+            "trained_beats_scripted",
+            f"the GRPO-trained auditor finds more distinct violations per episode than the best "
+            f"scripted strategy ({best_scripted}, chosen on a validation database)",
+            rows, key("grpo", vpe), "gt", key(f"scripted:{best_scripted}", vpe),
+        ),
+        Claim.compare(
+            "gflownet_most_diverse",
+            "the GFlowNet auditor violates more distinct rules than the GRPO auditor",
+            rows, key("gflownet", "distinct_rules"), "gt", key("grpo", "distinct_rules"),
+        ),
+        Claim.compare(
+            "gflownet_more_diverse_than_dpo",
+            "the GFlowNet auditor violates more distinct rules than the DPO auditor",
+            rows, key("gflownet", "distinct_rules"), "gt", key("dpo", "distinct_rules"),
+        ),
+        Claim.compare(
+            "no_false_violations",
+            "checker precision 1.0: no violation that no planted bug explains, over every "
+            "evaluation episode (buggy and bug-free rule agents)",
+            rows, key("checkers", "false_violations"), "le", 0.0, exact=True,
+        ),
+    ]  # fmt: skip
+    ledger.write(run.out / "cost_card.json")
+    figure = bar_chart(rows, vpe, run.out / "violations_per_episode.png", split="eval")
+    config: dict[str, Any] = {
+        **proto,
+        "auditor_parameters": params,
+        "best_scripted_on_validation": best_scripted,
+        "validation_db_seed": VALIDATION_DB_SEED,
+        "plausibility": run.args.plausibility,
+        "train_config": dataclasses.asdict(TrainConfig()),
+        "training_seconds_per_objective": {
+            k: [round(x, 2) for x in v] for k, v in trained_seconds.items()
+        },
+        "cost_card": ledger.to_json(),
+        "threads": int(os.environ.get("OMP_NUM_THREADS", "1") or 1),
+    }
+    intro = (
+        "PROBE on the toy world: a 24k-parameter tiny-Llama auditor (pre-trained on realistic "
+        "user turns) plays the user against rule agents of a retail and an airline domain with "
+        "8 planted policy bugs. Zero-shot, GRPO, DPO and GFlowNet (trajectory balance) auditors, "
+        f"the five scripted strategies and random templates play {per_domain} held-out scenarios "
+        f"per domain and database ({len(eval_seeds)} databases), seeds "
+        f"{', '.join(map(str, seeds))}; {proto['train_steps']} training steps of "
+        f"{proto['scenarios_per_step']} scenarios x {proto['group_size']} episodes per domain. "
+        "Claims are paired over seeds. Toy scale, shared 2-core CPU."
+    )
+    if claims[0].verdict != "held":
+        intro += (
+            " PREMISE ABSENT: the zero-shot auditor found no planted bug here (its pre-training "
+            "budget is too small for it to write usable user turns), so the comparisons with it "
+            "say nothing about PROBE's training; they are reported as measured."
+        )
+    return Report(rows, claims, intro=intro, figures=[figure], config=config)
+
+
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed steps (default 5)")
+    p.add_argument(
+        "--pretrain-steps",
+        type=positive_int,
+        default=FULL["pretrain_steps"],
+        help="pre-training steps of the auditor that is timed (default 200; cached)",
+    )
+
+
+@cli.bench(arguments=_bench_arguments, devices=("cpu",))
+def bench(run: Run) -> Report:
+    """Episodes per second of the rule game, and the PROBE step time over a plain GRPO step's
+    on the same model and rollout budget (per-repeat ratios)."""
+    import torch
+
+    from paperstack.records import Row
+    from probe_audit.auditors import ModelAuditor
+    from probe_audit.evaluate import make_reward
+    from probe_audit.game import GameConfig, play
+    from probe_audit.policy import check_episode
+    from probe_audit.strategies import RandomTemplateAuditor
+    from probe_audit.toy import pretrained_auditor
+    from probe_audit.training import AuditorTrainer, TrainConfig
+
+    torch.set_num_threads(1)
+    repeats = 2 if run.quick else run.args.repeats
+    worlds, targets = _worlds(bugs=True)
+    eps_per_s: dict[int, float] = {}
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        n = 0
+        for name, domain in worlds.items():
+            db = domain.database(i)
+            scenarios = domain.make_scenarios(db, 32, i)
+            n += len(
+                play(domain, scenarios, RandomTemplateAuditor(i), targets[name], db, GameConfig())
+            )
+        eps_per_s[i] = n / (time.perf_counter() - t0)
+    model, tokenizer = pretrained_auditor(run.args.pretrain_steps, progress=run.show_progress)
+    plaus = _plausibility("trigram")
+
+    def plain(episode: Any, domain: Any, target: Any) -> dict[str, float]:
+        episode.violations = check_episode(episode, domain)
+        return {"total": float(len(episode.violations))}
+
+    ratios: dict[int, float] = {}
+    step_config = TrainConfig(steps=1, scenarios_per_step=2, group_size=2)
+    for i in range(repeats):
+        times = []
+        for reward in (plain, make_reward(plaus)):
+            auditor = ModelAuditor(copy.deepcopy(model), tokenizer, seed=i)
+            trainer = AuditorTrainer(auditor, worlds, targets, reward, step_config)
+            trainer.step(i)
+            times.append(trainer.step_seconds[-1])
+        ratios[i] = times[1] / times[0]
+    rows = [
+        Row.from_seeds("rule-game", "episodes_per_second", eps_per_s),
+        Row.from_seeds("probe-step", "time_ratio_to_plain_grpo", ratios),
+    ]
+    summary = (
+        f"{rows[0].value:.0f} rule-game episodes/s; a PROBE step takes {rows[1].value:.2f}x a "
+        "plain GRPO step on the same rollouts"
+    )
+    return Report(rows, summary=summary, config={"repeats": repeats})
+
+
+main = cli.main
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

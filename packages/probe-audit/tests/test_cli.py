@@ -1,0 +1,128 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from probe_audit import __version__
+from probe_audit.cli import main
+
+from paperstack.records import Claim, ResultsFormatError, load_results
+
+CLAIMS = {
+    "premise_zero_shot_finds_bugs",
+    "premise_zero_shot_headroom",
+    "trained_beats_zero_shot",
+    "dpo_beats_zero_shot",
+    "gflownet_beats_zero_shot",
+    "trained_beats_scripted",
+    "gflownet_most_diverse",
+    "gflownet_more_diverse_than_dpo",
+    "no_false_violations",
+}
+# A small demo: an auditor pre-trained a few steps, one training step per objective.
+SMALL = ["--quick", "--pretrain-steps", "3", "--train-steps", "1", "--eval-per-domain", "1",
+         "--plausibility", "trigram", "--turn-tokens", "8", "--seeds", "0,1",
+         "--no-progress"]  # fmt: skip
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out
+    assert "bench" in out
+
+
+def test_console_script_help_is_installed():
+    script = shutil.which("probe", path=str(Path(sys.executable).parent))
+    assert script is not None, "the probe console script is not installed"
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["demo", *SMALL, "--out", str(out)]) == 0
+    return out
+
+
+def test_demo_writes_valid_results_with_the_claims(demo_dir):
+    results = load_results(demo_dir / "results.json")  # validates and recomputes every claim
+    assert results.manifest.package == "probe-audit"
+    assert results.manifest.version == __version__
+    assert {c.id for c in results.claims} == CLAIMS
+    assert [c.id for c in results.claims][:2] == [
+        "premise_zero_shot_finds_bugs",
+        "premise_zero_shot_headroom",
+    ]
+    for claim in results.claims:
+        again = Claim.compare(
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs,
+            claim.margin, exact=claim.exact,
+        )  # fmt: skip
+        assert again.verdict == claim.verdict
+    row = results.row("grpo", "violations_per_episode", "eval")
+    assert sorted(row.seeds) == ["0", "1"]  # per-seed values: claims are paired
+    systems = {r.system for r in results.rows}
+    assert {"zero-shot", "grpo", "dpo", "gflownet", "random-templates"} <= systems
+    assert sum(s.startswith("scripted:") for s in systems) == 5
+    card = json.loads((demo_dir / "cost_card.json").read_text())
+    assert card["calls"] > 0
+    assert card["completion_tokens"] > 0
+    assert (demo_dir / "report.md").read_text().startswith("# probe-audit")
+
+
+def test_checkers_report_no_false_violation(demo_dir):
+    results = load_results(demo_dir / "results.json")
+    claim = next(c for c in results.claims if c.id == "no_false_violations")
+    assert claim.verdict == "held"
+    assert results.row("checkers", "false_violations", "eval").value == 0.0
+
+
+def test_tampered_rows_are_rejected(demo_dir, tmp_path):
+    data = json.loads((demo_dir / "results.json").read_text())
+    for row in data["rows"]:
+        if row["system"] == "checkers":
+            row["value"] = 3.0
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match="no_false_violations"):
+        load_results(tmp_path / "results.json")
+
+
+def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--quick", "--out", str(blocker / "sub")])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("probe: error: --out")
+
+
+@pytest.mark.parametrize(
+    "flag", ["--train-steps", "--eval-per-domain", "--pretrain-steps", "--turn-tokens"]
+)
+def test_impossible_numbers_are_refused(tmp_path, capsys, flag):
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--out", str(tmp_path / "out"), flag, "0"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bench_writes_ratios(tmp_path):
+    assert (
+        main(["bench", "--quick", "--no-progress", "--pretrain-steps", "3", "--out", str(tmp_path)])
+        == 0
+    )
+    results = load_results(tmp_path / "bench.json")
+    assert results.row("rule-game", "episodes_per_second").value > 0
+    assert results.row("probe-step", "time_ratio_to_plain_grpo").value > 0
