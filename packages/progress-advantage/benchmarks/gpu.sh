@@ -4,17 +4,14 @@
 #
 #     bash packages/progress-advantage/benchmarks/gpu.sh        # from the repository root
 #
-# Uses the machine's preinstalled torch / transformers (installs shared/ and this package with
-# --no-deps, so nothing is downloaded), writes bench.json and bench.md to $OUT (or to
-# reports/progress-advantage/gpu), and takes a few minutes on an H200 (256 trajectories of 16
-# solution lines, 5 paired repeats). Never sets TRITON_INTERPRET: this is the real device.
-set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
-out="${OUT:-$root/reports/progress-advantage/gpu}"
-unset TRITON_INTERPRET
-python -m pip install --quiet --no-deps "$root/shared" "$root/packages/progress-advantage"
-python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu.sh: no CUDA device here')"
+# The shared prelude (tools/gpu-prelude.sh) installs shared/ and this package with --no-deps on
+# the machine's own torch / transformers (nothing is downloaded), records the environment and
+# never sets TRITON_INTERPRET. Writes gpu-tests.txt, bench.json and bench.md to $OUT (or to
+# reports/progress-advantage/gpu); a few minutes on an H200 (the gpu-marked tests, then 256
+# trajectories of 16 solution lines, 5 paired repeats), under 8 minutes in all.
+source "$(dirname "${BASH_SOURCE[0]}")/../../../tools/gpu-prelude.sh" progress-advantage
+gpu_tests 120 || echo "gpu.sh: gpu-marked tests failed (see $OUT/gpu-tests.txt)"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-time progress-advantage bench --device cuda --shape 0.5b --trajectories 256 --steps 16 \
-  --repeats 5 --no-progress --out "$out"
-cat "$out/bench.md"
+timeout 330 "$PY" -m progress_advantage.cli bench --device cuda --shape 0.5b --trajectories 256 \
+  --steps 16 --repeats 5 --no-progress --out "$OUT"
+cat "$OUT/bench.md"
