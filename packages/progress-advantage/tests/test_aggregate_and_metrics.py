@@ -55,7 +55,7 @@ def test_rank_statistics_match_their_definitions():
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert auroc([0.9, 0.8, 0.1, 0.2], [1, 1, 0, 0]) == 1.0
     assert auroc([0.5, 0.5], [1, 0]) == 0.5
-    assert auroc([0.3, 0.1, 0.2], [1, 1, 1]) == 0.5
+    assert np.isnan(auroc([0.3, 0.1, 0.2], [1, 1, 1]))  # undefined with one class
     rng = np.random.default_rng(0)
     s, y = rng.normal(size=200), rng.random(200) < 0.5
     pairs = (s[y][:, None] > s[~y][None, :]).mean()
@@ -67,6 +67,37 @@ def test_selection_and_attribution():
     assert majority_vote(["3", None, "5", "5", "3", "5"]) == 2
     assert majority_vote([None, None]) == 0
     assert group_indices(["a", "b", "a"]) == [[0, 2], [1]]
-    assert attribute_failure([0.5, -1.0, -1.0, 2.0]) == 1
-    assert attribution_accuracy([[0.0, -1.0], [1.0, 0.0]], [1, 0]) == (1, 2)
+    assert attribute_failure([0.5, -1.0, -1.0, 2.0], "argmin") == 1
+    assert attribution_accuracy([[0.0, -1.0], [1.0, 0.0]], [1, 0], "argmin") == (1, 2)
     assert chance_accuracy([2, 4]) == pytest.approx(0.375)
+
+
+def test_attribution_rules_of_the_authors_code():
+    s = [0.4, -0.1, -0.5, 0.3, -0.2]  # cumsum 0.4, 0.3, -0.2, 0.1, -0.1
+    assert attribute_failure(s) == 2  # default: argmin of the cumulative sum
+    assert attribute_failure(s, "min-cumulative") == 2
+    assert attribute_failure(s, "argmin") == 2
+    assert attribute_failure(s, "sharpest-drop") == 2
+    assert attribute_failure(s, "sharpest-abs-drop") == 1  # falls -0.5, -0.4, +0.8, -0.5
+    assert attribute_failure([0.2, 0.1, 0.3], "min-cumulative") == 0
+    assert attribute_failure([0.2, 0.1, 0.3], "sharpest-drop") == 0  # nothing negative: first
+    assert attribute_failure([0.2, 0.1, 0.3], "argmin") == 1
+    assert attribute_failure([1.0, 0.0, 0.9], "sharpest-abs-drop") == 1
+    assert attribute_failure([0.1, 0.2, 0.3], "sharpest-abs-drop") == 0  # no fall: first
+    assert attribute_failure([-1.0, 2.0, -0.5], "min-cumulative") == 0  # ties: earliest
+
+
+def test_attribution_refuses_nan_and_unknown_rules():
+    with pytest.raises(ProgressAdvantageError, match="finite"):
+        attribute_failure([0.1, float("nan")])
+    with pytest.raises(ProgressAdvantageError, match="rule"):
+        attribute_failure([0.1], "median")
+
+
+def test_positional_priors():
+    from progress_advantage.attribution import positional_hit
+
+    assert positional_hit("first step", 4, 0) == 1.0
+    assert positional_hit("last step", 4, 3) == 1.0
+    assert positional_hit("last step", 4, 0) == 0.0
+    assert positional_hit("uniform step", 4, 2) == 0.25

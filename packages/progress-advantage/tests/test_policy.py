@@ -24,33 +24,18 @@ def test_reward_function_takes_trl_conversational_completions():
     assert reward(prompts, wrong, answers, metas) == [0.0] * 3
 
 
-def test_grpo_batch_rewards_the_decoded_text_and_scores_like_an_unpadded_pass(micro, tmp_path):
-    """One GRPO generation batch: each reward is the verifier's verdict on exactly the text the
-    completion ids decode to (what the demo's evaluation sees), and trl's reference
-    log-probabilities of left-padded prompts equal an unpadded forward pass."""
+def _trainer(policy, ref_dir, tok, beta, tmp_path, reward, n_prompts=2, gens=4):
     trl = pytest.importorskip("trl")
-    _, reference, tok = micro
     task = tasks.get("arithmetic")
-    ref_dir = tmp_path / "reference"
-    reference.save_pretrained(ref_dir)
-    tok.save_pretrained(ref_dir)
-    policy = copy.deepcopy(reference)
     policy.config._name_or_path = str(ref_dir)
-    seen = []
-    base = task.reward_function()
-
-    def arithmetic_reward(prompts, completions, answer, meta, **kw):
-        out = base(prompts, completions, answer, meta, **kw)
-        seen.extend(zip(completions, meta, out, strict=True))
-        return out
-
-    config = trl.GRPOConfig(
+    config = trl.RLOOConfig(
         output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=8,
-        num_generations=4,
+        per_device_train_batch_size=n_prompts * gens,
+        num_generations=gens,
         max_completion_length=16,
         max_steps=1,
-        beta=0.05,
+        beta=beta,
+        normalize_advantages=False,
         report_to=[],
         save_strategy="no",
         use_cpu=True,
@@ -58,32 +43,111 @@ def test_grpo_batch_rewards_the_decoded_text_and_scores_like_an_unpadded_pass(mi
         disable_tqdm=True,
     )
     dataset = task.to_dataset(task.generate(8, seed=0, split="train"), conversational=True)
-    trainer = trl.GRPOTrainer(
-        model=policy,
-        reward_funcs=arithmetic_reward,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tok,
+    return trl.RLOOTrainer(
+        model=policy, reward_funcs=reward, args=config, train_dataset=dataset, processing_class=tok
     )
+
+
+def _seq_logp(model, prompt, completion):
+    x = torch.cat([prompt, completion])[None]
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].double(), -1)
+    return float(logp[len(prompt) - 1 :].gather(-1, completion[:, None]).sum())
+
+
+def test_rloo_charges_the_kl_in_the_reward_with_no_std_scaling(micro, tmp_path):
+    """The theorem's objective r - beta*KL: trl's RLOO advantage of each completion equals
+    r - beta * sum_t log(pi/pi_ref) minus the leave-one-out mean of its group's, unscaled."""
+    policy, reference, tok = micro
+    ref_dir = tmp_path / "reference"
+    reference.save_pretrained(ref_dir)
+    tok.save_pretrained(ref_dir)
+    seen = []
+    base = tasks.get("arithmetic").reward_function()
+
+    def arithmetic_reward(prompts, completions, answer, meta, **kw):
+        out = base(prompts, completions, answer, meta, **kw)
+        seen.extend(out)
+        return out
+
+    beta = 0.5
+    trainer = _trainer(copy.deepcopy(policy), ref_dir, tok, beta, tmp_path, arithmetic_reward)
     if not hasattr(trainer, "_generate_and_score_completions"):
         pytest.skip("this trl version has no _generate_and_score_completions")
-    trainer.model.train()
+    trainer.model.eval()
     batch = trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
-    prompt_ids, prompt_mask = batch["prompt_ids"], batch["prompt_mask"]
     ids, mask = batch["completion_ids"], batch["completion_mask"]
-    assert (prompt_mask == 0).any(), "the batch should need left padding"
-    assert len(seen) == ids.size(0)
-    for (completion, meta, reward), row, row_mask in zip(seen, ids, mask, strict=True):
-        text = tok.decode(row[row_mask.bool()], skip_special_tokens=True)
-        assert completion == [{"role": "assistant", "content": text}]
-        example = tasks.Example("arithmetic", "", "", json.loads(meta))
-        assert reward == float(task.verify(example, text))
+    shaped = []
     for i in range(ids.size(0)):
-        p = prompt_ids[i][prompt_mask[i].bool()]
+        p = batch["prompt_ids"][i][batch["prompt_mask"][i].bool()]
         c = ids[i][mask[i].bool()]
-        x = torch.cat([p, c])[None]
-        with torch.no_grad():
-            logp = torch.log_softmax(reference(input_ids=x).logits[0, :-1].double(), -1)
-        direct = logp[len(p) - 1 :].gather(-1, c[:, None])[:, 0]
-        trl_logp = batch["ref_per_token_logps"][i][mask[i].bool()].double()
-        torch.testing.assert_close(trl_logp, direct, atol=1e-4, rtol=0)
+        kl = _seq_logp(policy, p, c) - _seq_logp(reference, p, c)
+        shaped.append(seen[i] - beta * kl)
+    shaped = torch.tensor(shaped, dtype=torch.float64).view(-1, 4)
+    loo = (shaped.sum(1, keepdim=True) - shaped) / 3
+    want = (shaped - loo).view(-1).double()
+    assert want.abs().max() > 1e-3  # policy != reference: the KL term is really there
+    torch.testing.assert_close(batch["advantages"].double(), want, atol=2e-4, rtol=0)
+
+
+def test_plateau_rule_stops_on_a_flat_window_and_at_the_cap():
+    from progress_advantage.policy import PlateauStop, RLSettings
+
+    def run(values, **kw):
+        rule = PlateauStop(
+            RLSettings(beta=0.5, window=2, min_steps=4, max_steps=8, plateau_tol=0.01, **kw)
+        )
+        for k, j in enumerate(values, 1):
+            # reward j, per-token kl 0.1 over 2 tokens: J = j - 0.5 * 0.2
+            if rule.record({"reward": j, "kl": 0.1, "completions/mean_length": 2.0}):
+                return k, rule.result
+        return None, rule.result
+
+    # windows: (0.1, 0.2) -> 0.15, (0.4, 0.5) -> 0.45, (0.5, 0.5) -> 0.5 (gain 0.05), flat after
+    stop, result = run([0.1, 0.2, 0.4, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5])
+    assert stop == 8
+    assert result.plateaued
+    assert result.objective[0] == pytest.approx(0.0)
+    stop, result = run([0.1 * k for k in range(1, 12)])  # keeps rising: the cap stops it
+    assert stop == 8
+    assert not result.plateaued
+    stop, result = run([0.5] * 12)  # flat from the start, but not before min_steps
+    assert stop == 4
+
+
+def test_train_rl_policy_runs_trl_and_moves_the_policy(micro, tmp_path):
+    pytest.importorskip("trl")
+    from progress_advantage.policy import RLSettings, train_rl_policy
+
+    _, reference, tok = micro
+    settings = RLSettings(
+        beta=0.1,
+        learning_rate=1e-2,
+        prompts_per_step=2,
+        num_generations=4,
+        max_completion_length=12,
+        train_prompts=8,
+        min_steps=2,
+        max_steps=2,
+        window=1,
+    )
+    from digit_task import DigitRewardArithmetic
+
+    seen = []
+    policy, result = train_rl_policy(
+        reference,
+        tok,
+        DigitRewardArithmetic(),
+        settings,
+        seed=0,
+        on_step=lambda k, j: seen.append((k, j)),
+        save_to=tmp_path / "policy",
+    )
+    assert result.steps == 2
+    assert [k for k, _ in seen] == [1, 2]
+    moved = sum(
+        float((p - q).abs().sum())
+        for p, q in zip(policy.parameters(), reference.parameters(), strict=True)
+    )
+    assert moved > 0
+    assert (tmp_path / "policy" / "model.safetensors").is_file()

@@ -1,9 +1,17 @@
 import numpy as np
+import pytest
 from progress_advantage.beam import BeamSettings, step_beam_search
 from progress_advantage.demo import build_claims, build_rows
-from progress_advantage.experiment import MDPSetup, SeedOutcome, first_wrong_step, run_mdp
-from progress_advantage.metrics import auroc
-from progress_advantage.orm import OutcomeRewardModel
+from progress_advantage.evaluation import Uses, choose_best, evaluate_uses
+from progress_advantage.experiment import (
+    BetaOutcome,
+    LMOutcome,
+    MDPSetup,
+    first_wrong_step,
+    run_mdp,
+)
+from progress_advantage.policy import RLResult
+from progress_advantage.prm import ProcessRewardModel
 
 from paperstack import tasks
 
@@ -17,15 +25,6 @@ def test_first_wrong_step_follows_the_step_checker():
     assert first_wrong_step(task, ex, "4*2=8\n3+8=11\nAnswer: 12") == 2
 
 
-def test_orm_learns_a_separable_outcome():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(200, 5))
-    y = x[:, 0] + 0.1 * rng.normal(size=200) > 0
-    orm = OutcomeRewardModel().fit(x, y)
-    assert auroc(orm.logit(x), y) > 0.95
-    assert orm.step_scores(x[:3]).shape == (3,)
-
-
 def test_beam_search_returns_one_scored_trajectory_per_prompt(micro):
     policy, reference, tok = micro
     out = step_beam_search(
@@ -35,47 +34,147 @@ def test_beam_search_returns_one_scored_trajectory_per_prompt(micro):
     assert all(isinstance(t.extra["score"], float) and t.n_steps >= 1 for t in out)
 
 
-def test_mdp_experiment_and_claims_follow_from_rows():
-    small = MDPSetup(length=6, iterations=150, groups=20)
-    mdp = [run_mdp(small, s) for s in (0, 1)]
-    assert all(o.scalars["exact_identity_max_error"][0] < 1e-9 for o in mdp)
-    arith = SeedOutcome(
-        bon={
-            "progress-advantage": (6.0, 10),
-            "mean-logprob": (5.0, 10),
-            "self-certainty": (4.0, 10),
-            "bottom10-confidence": (7.0, 10),
-        },
-        auroc={
-            k: (v, 80)
-            for k, v in {
-                "progress-advantage": 0.7,
-                "mean-logprob": 0.6,
+def test_evaluate_uses_per_item_and_positional_priors():
+    success = np.array([True, False, False, True])
+    groups = [[0, 1], [2, 3]]
+    first = [None, 1, 0, None]
+    steps = [2, 3, 2, 2]
+    traj = {"m": np.array([0.1, 0.9, 0.2, np.nan])}
+    step_scores = {"m": [np.zeros(2), np.array([0.5, -1.0, 0.2]), np.array([-1.0, 0.3]), None]}
+    u = evaluate_uses("7:", groups, success, first, steps, traj, step_scores)
+    assert u.bon["m"] == {"7:0": 0.0, "7:1": 0.0}  # NaN never wins, so group 1 picks item 2
+    assert u.bon["random"] == {"7:0": 0.5, "7:1": 0.5}
+    assert u.bon["oracle (pass@N)"] == {"7:0": 1.0, "7:1": 1.0}
+    assert u.attribution["m (min-cumulative)"] == {"7:1": 1.0, "7:2": 1.0}
+    assert u.attribution["first step"] == {"7:1": 0.0, "7:2": 1.0}
+    assert u.attribution["last step"] == {"7:1": 0.0, "7:2": 0.0}
+    assert u.attribution["uniform step"] == {"7:1": 1 / 3, "7:2": 0.5}
+    assert u.auroc["m"] == pytest.approx(0.0)  # scores put the failures above the success
+    assert choose_best({"a": 0.3, "b": 0.5, "c": float("nan")}, ["a", "b", "c"]) == "b"
+
+
+def test_prm_blames_the_first_unlikely_step():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4))
+    y = x[:, 0] > 0
+    prm = ProcessRewardModel().fit(x, y)
+    steps = np.array([[2.0, 0, 0, 0], [-2.0, 0, 0, 0], [-3.0, 0, 0, 0]])
+    assert prm.blame(steps) == 1
+    assert prm.trajectory_score(steps) == pytest.approx(prm.step_scores(steps).min())
+    assert (prm.step_scores(steps) <= 0).all()
+
+
+def _outcomes():
+    mdp = {
+        f: [
+            (s, run_mdp(MDPSetup(length=6, max_iterations=200, groups=20, val_groups=10), f, s))
+            for s in (0, 1)
+        ]
+        for f in ("random", "confident-wrong")
+    }
+
+    def uses(seed, pa_rate, shift):
+        items = [f"{seed}:{k}" for k in range(12)]
+        hit = lambda rate: {k: float(i % 12 < rate * 12) for i, k in enumerate(items)}  # noqa: E731
+        u = Uses(
+            bon={
+                "progress-advantage": hit(pa_rate),
+                "mean-logprob": hit(0.5),
+                "self-certainty": hit(0.25),
+                "bottom10-confidence": hit(0.5),
+                "prm": hit(0.5),
+            },
+            auroc={
+                "progress-advantage": 0.8 + 2 * shift,
+                "mean-logprob": 0.6 + shift,
                 "self-certainty": 0.5,
                 "bottom10-confidence": 0.55,
-            }.items()
-        },
-        attribution={"progress-advantage": (5.0, 20), "random": (4.0, 20)},
-        scalars={
-            "policy_sample_accuracy": (40.0, 80),  # rates are (hits, n)
-            "reference_sample_accuracy": (32.0, 80),
-            "policy_training_reward": (60.0, 80),
-            "reference_training_reward": (56.0, 80),
-        },
+            },
+            attribution={
+                "progress-advantage (min-cumulative)": hit(0.9),
+                "mean-logprob (argmin)": hit(0.3),
+                "first step": hit(0.4),
+                "last step": hit(0.1),
+                "uniform step": {k: 0.25 for k in items},
+            },
+        )
+        return u
+
+    def beta_outcome(seed, rho):
+        rl = RLResult(steps=30, plateaued=True, objective=[0.1, 0.2])
+        j = {f"{seed}:{k}": 0.5 + 0.01 * k for k in range(6)}
+        return BetaOutcome(
+            rl=rl,
+            objective={"RL policy": {k: v + 0.1 for k, v in j.items()}, "reference": j},
+            mc_spearman=rho,
+            mc_pairs=200,
+            test=uses(seed, 0.75, 0.01 * seed),
+            val=uses(seed, 0.75, 0.0),
+            sample_accuracy={f"{seed}:0": 0.5},
+        )
+
+    lm = [
+        (
+            s,
+            LMOutcome(
+                headroom={"mean-logprob": 0.6 + 0.01 * s},
+                reference_accuracy={f"{s}:0": 0.7},
+                betas={0.1: beta_outcome(s, 0.7 + 0.01 * s), 0.5: beta_outcome(s, 0.3 + 0.01 * s)},
+            ),
+        )
+        for s in (0, 1, 2)
+    ]
+    return mdp, lm
+
+
+def test_rows_and_claims_follow_the_declared_design():
+    mdp, lm = _outcomes()
+    rows, chosen = build_rows(mdp, lm, (0.1, 0.5))
+    by = {(r.system, r.metric, r.split): r for r in rows}
+    best = by["best confidence baseline", "bon_accuracy", "lm-b0.1"]
+    assert best.unit == "mean-logprob, chosen on validation"  # 0.5 on validation, first on ties
+    assert chosen["lm-b0.1"]["attribution_accuracy: best positional prior"] == "first step"
+    assert by["progress-advantage", "auroc", "lm-b0.1"].seeds == pytest.approx(
+        {"0": 0.8, "1": 0.82, "2": 0.84}
     )
-    rows = build_rows(mdp, [arith, arith])
-    rate = {(r.system, r.metric): (r.value, r.n) for r in rows if r.split.startswith("arith")}
-    assert rate["GRPO policy", "sample_accuracy"] == (0.5, 160)
-    assert rate["reference (SFT)", "sample_accuracy"] == (0.4, 160)
-    assert rate["GRPO policy", "training_reward"] == (0.75, 160)
-    assert rate["reference (SFT)", "training_reward"] == (0.7, 160)
-    claims = {c.id: c for c in build_claims(rows)}
-    assert set(claims) == {
-        "pa_matches_exact_advantage",
-        "pa_bon_beats_confidence",
-        "pa_auroc_beats_confidence",
-        "pa_attribution_above_chance",
-    }
-    assert not claims["pa_bon_beats_confidence"].held  # 0.6 < best confidence 0.7
-    assert claims["pa_auroc_beats_confidence"].held
-    assert claims["pa_attribution_above_chance"].held
+    spearman_row = by["progress-advantage", "spearman_vs_exact", "mdp-random"]
+    assert -1.0 <= spearman_row.ci95[0] <= spearman_row.ci95[1] <= 1.0  # clipped to the range
+    claims, skipped = build_claims(rows, (0.1, 0.5))
+    ids = {c.id: c for c in claims}
+    assert ids["exact_identity"].exact
+    assert ids["exact_identity"].verdict == "held"
+    assert ids["premise_headroom"].verdict == "held"  # 0.61 [0.585, 0.635] <= 0.75
+    assert ids["premise_rl_objective_b01"].method == "paired-bootstrap"  # 18 prompts
+    assert ids["pa_bon_beats_confidence_b01"].method == "paired-bootstrap"
+    assert ids["pa_auroc_beats_confidence_b01"].verdict == "held"  # +0.20, 0.21, 0.22
+    assert ids["pa_attribution_beats_positional_b01"].verdict == "held"
+    # beta 0.5: Spearman(PA, MC) 0.3 < 0.5, so its four claims are listed, not judged: they
+    # stay in the count as inconclusive, compared on a row whose interval is withheld
+    assert ids["mc_agreement_b05"].verdict == "not_held"
+    gated = [c for c in claims if c.id.endswith("_b05") and c.id.startswith("pa_")]
+    assert len(gated) == 4
+    assert all(c.verdict == "inconclusive" and "NOT EVALUATED" in c.statement for c in gated)
+    assert by["progress-advantage", "bon_accuracy", "lm-b0.5"].ci95 is not None
+    withheld = [r for r in rows if r.system.endswith("(not evaluated)")]
+    assert {r.split for r in withheld} == {"lm-b0.5"}
+    assert all(r.ci95 is None for r in withheld)
+    assert len(skipped) == 4
+    assert all("0.310 < 0.5" in line for line in skipped)
+    assert {"pa_matches_exact_advantage_random", "premise_mdp_converged_confident_wrong"} <= set(
+        ids
+    )
+
+
+def test_demo_budget_flags_resize_only_what_they_name():
+    from argparse import Namespace
+
+    from progress_advantage.demo import DemoConfig, _sized
+
+    full = DemoConfig()
+    same = _sized(full, Namespace(lm_preset=None, sft_steps=None, lm_seeds=None, rl_max_steps=None))
+    assert same == full
+    small = _sized(full, Namespace(lm_preset="micro", sft_steps=300, lm_seeds=2, rl_max_steps=10))
+    assert (small.lm.preset, small.lm.sft_steps, small.lm_seeds) == ("micro", 300, 2)
+    assert (small.lm.rl.max_steps, small.lm.rl.min_steps) == (10, 10)  # min never above the cap
+    assert small.lm.rl.beta == full.lm.rl.beta
+    assert small.mdp == full.mdp

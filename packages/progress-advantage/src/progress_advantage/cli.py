@@ -1,193 +1,253 @@
-"""``progress-advantage``: the command line.
+"""``progress-advantage``: free step scores from an RL policy and its reference, as a CLI.
 
 - ``demo --out DIR``: the reproduction (tabular MDP + arithmetic with a tiny LM); ``--quick`` is
   the one-minute smoke version.
-- ``bench --out DIR``: scoring throughput against a single-model confidence pass.
+- ``bench --out DIR``: scoring cost of progress advantage against a single-model confidence pass.
 - ``score``: step scores of JSONL trajectories from a policy and a reference model.
 - ``best-of-n``, ``uq``, ``attribute``: the uses, on scored JSONL trajectories.
 - ``beam``: step-level beam search guided by progress advantage.
 
-Heavy imports stay inside the commands so that ``--help`` is instant.
+The common flags and flow of ``demo`` and ``bench`` (``--out``, ``--quick``, ``--seed``/``--seeds``,
+``--device``, ``--model``, ``--no-progress``; results written atomically, verdicts printed) come
+from :class:`paperstack.contract.ContractCLI`. Heavy imports stay inside the commands so that
+``--help`` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Sequence
+import math
 from pathlib import Path
 from typing import Any
 
-from paperstack.errors import PaperstackError, cli_guard
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    check_device,
+    positive_float,
+    positive_int,
+)
+from paperstack.errors import PaperstackError
 from progress_advantage import __version__
+from progress_advantage.aggregate import STEP_AGGREGATIONS, TRAJECTORY_AGGREGATIONS
 from progress_advantage.errors import ProgressAdvantageError
 
 PROG = "progress-advantage"
-DIST = "progress-advantage"
-STEP_AGGS = ("sum", "mean", "last", "min", "max")
-TRAJ_AGGS = ("sum", "mean", "min", "last", "bottom10")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--version", action="version", version=f"{DIST} {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    demo = sub.add_parser("demo", help="run the reproduction; writes results.json and report.md")
-    demo.add_argument("--out", type=Path, required=True, help="directory for the results")
-    demo.add_argument("--quick", action="store_true", help="smoke run in about a minute (CI)")
-    demo.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
-    demo.add_argument(
-        "--model",
-        default=None,
-        help="reference model (path or hub id, with a chat template) for the arithmetic "
-        "experiment; the policy is GRPO-trained from it (default: the cached tiny model)",
-    )
-    demo.add_argument("--device", default="cpu", help="cpu (the toy demo runs on the CPU)")
-
-    bench = sub.add_parser("bench", help="scoring throughput vs a single-model confidence pass")
-    bench.add_argument("--out", type=Path, required=True, help="directory for bench.json")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--repeats", type=int, default=5)
-    bench.add_argument("--preset", default="tiny", help="paperstack.tiny preset (random weights)")
-    bench.add_argument("--trajectories", type=int, default=128)
-
-    score = sub.add_parser("score", help="step scores of JSONL trajectories")
-    _models(score, reference_optional=True)
-    score.add_argument("--in", dest="inp", type=Path, required=True, help="trajectories JSONL")
-    score.add_argument("--out", type=Path, required=True, help="scored trajectories JSONL")
-    score.add_argument("--beta", type=float, default=1.0, help="the policy's KL coefficient")
-    score.add_argument("--step-agg", choices=STEP_AGGS, default="sum")
-    score.add_argument("--traj-agg", choices=TRAJ_AGGS, default="sum")
-    score.add_argument("--batch-size", type=int, default=16)
-
-    for name, text in (
-        ("best-of-n", "pick the highest-scoring trajectory of each group"),
-        ("uq", "AUROC of trajectory scores predicting success"),
-        ("attribute", "blame the lowest-scoring step of each failed trajectory"),
-    ):
-        c = sub.add_parser(name, help=text)
-        c.add_argument("--in", dest="inp", type=Path, required=True, help="scored JSONL")
-        c.add_argument("--traj-agg", choices=TRAJ_AGGS, default="sum")
-        c.add_argument("--out", type=Path, default=None, help="JSONL of the decisions")
-
-    beam = sub.add_parser("beam", help="step-level beam search guided by progress advantage")
-    _models(beam, reference_optional=True)
-    beam.add_argument("--prompts", type=Path, required=True, help="text file, one prompt a line")
-    beam.add_argument("--out", type=Path, required=True, help="trajectories JSONL")
-    beam.add_argument("--beam-width", type=int, default=2)
-    beam.add_argument("--expansions", type=int, default=4)
-    beam.add_argument("--max-steps", type=int, default=8)
-    beam.add_argument("--beta", type=float, default=1.0)
-    beam.add_argument("--seed", type=int, default=0)
-    return p
-
-
-def _models(p: argparse.ArgumentParser, *, reference_optional: bool) -> None:
-    p.add_argument("--policy", required=True, help="RL policy: path or hub id (or peft adapter)")
-    p.add_argument(
-        "--reference",
-        required=not reference_optional,
-        default=None,
-        help="reference model: path or hub id; omit when --policy is a peft adapter (the "
-        "adapter is switched off for the reference)",
-    )
-    p.add_argument("--device", default="cpu")
-
-
-@cli_guard(PROG)
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    handler = {
-        "demo": _demo,
-        "bench": _bench,
-        "score": _score,
-        "best-of-n": _best_of_n,
-        "uq": _uq,
-        "attribute": _attribute,
-        "beam": _beam,
-    }[args.command]
-    return int(handler(args))
+cli = ContractCLI(PROG, "progress-advantage", __version__, __doc__)
 
 
 # ----------------------------------------------------------------------------- demo and bench
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lm-preset",
+        choices=("tiny", "micro"),
+        default=None,
+        help="paperstack.tiny preset of the toy reference (default tiny; micro trains ~12x "
+        "faster on a CPU)",
+    )
+    p.add_argument(
+        "--sft-steps",
+        type=positive_int,
+        default=None,
+        help="SFT steps of the toy reference on the flawed teacher (default 1200)",
+    )
+    p.add_argument(
+        "--lm-seeds",
+        type=positive_int,
+        default=None,
+        help="seeds of the language-model arm (the first of --seeds; default 3, --quick 1)",
+    )
+    p.add_argument(
+        "--rl-max-steps",
+        type=positive_int,
+        default=None,
+        help="cap on RLOO steps per policy (default 60; the plateau rule may stop earlier)",
+    )
 
-    from progress_advantage.demo import DemoConfig, run_demo
 
-    if args.device != "cpu":
-        raise PaperstackError(f"--device {args.device}: the toy demo runs on the CPU only")
-    config = DemoConfig.quick() if args.quick else DemoConfig()
-    if args.model is not None:
-        config = replace(config, arithmetic=replace(config.arithmetic, model=args.model))
-    run_demo(args.out, config, seed=args.seed, quick=args.quick)
+@cli.demo(
+    arguments=_demo_arguments,
+    seeds=5,
+    quick_seeds=2,
+    model="reference model (a local folder or hub id, with a chat template) for the language "
+    "model arm; the policy is RL-trained from it (default: the toy reference trained here)",
+    devices=("cpu",),
+)
+def demo(run: Run) -> Report:
+    """(a) the tabular MDP on every seed; (b) arithmetic with a tiny LM on the first seeds."""
+    from progress_advantage.demo import run_demo
+
+    return run_demo(run)
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    from progress_advantage.policy import RLSettings
+
+    d = RLSettings()
+    p.add_argument("--reference", required=True, help="reference model folder (SFT'd)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the trained policy")
+    p.add_argument("--task", default="arithmetic", help="paperstack task whose verifier rewards")
+    p.add_argument(
+        "--beta", type=positive_float, default=d.beta, help="KL coefficient (in the reward)"
+    )
+    p.add_argument("--lr", type=positive_float, default=d.learning_rate, help="learning rate")
+    p.add_argument("--prompts-per-step", type=positive_int, default=d.prompts_per_step)
+    p.add_argument("--num-generations", type=positive_int, default=d.num_generations)
+    p.add_argument("--min-steps", type=positive_int, default=d.min_steps)
+    p.add_argument("--max-steps", type=positive_int, default=d.max_steps)
+    p.add_argument("--window", type=positive_int, default=d.window, help="plateau window (steps)")
+    p.add_argument("--train-prompts", type=positive_int, default=d.train_prompts)
+    p.add_argument("--seed", type=int, default=0)
+
+
+@cli.command(
+    "train-policy",
+    "KL-regularised RL (trl RLOO, KL in the reward) from a reference, to a plateau; runs under "
+    "`accelerate launch --num_processes N` as well",
+    _train_arguments,
+)
+def train_policy_command(args: argparse.Namespace) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from paperstack import tasks
+    from paperstack.checkpoint import load_pretrained
+    from paperstack.records import atomic_write_json
+    from progress_advantage.policy import RLSettings, train_rl_policy
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PaperstackError(f"--out {args.out}: exists and is not a directory")
+    if args.num_generations < 2:
+        raise PaperstackError("--num-generations must be >= 2 (RLOO's leave-one-out baseline)")
+    torch.set_num_threads(1)
+    task = tasks.get(args.task)
+    reference = load_pretrained(args.reference, AutoModelForCausalLM.from_pretrained)
+    tok = load_pretrained(args.reference, AutoTokenizer.from_pretrained)
+    settings = RLSettings(
+        beta=args.beta,
+        learning_rate=args.lr,
+        prompts_per_step=args.prompts_per_step,
+        num_generations=args.num_generations,
+        min_steps=args.min_steps,
+        max_steps=args.max_steps,
+        window=args.window,
+        train_prompts=args.train_prompts,
+    )
+    policy, result = train_rl_policy(
+        reference, tok, task, settings, seed=args.seed, save_to=args.out
+    )
+    rank, world = result.rank, result.world_size
+    checksum = float(sum(p.detach().double().sum() for p in policy.parameters()))
+    record = {
+        "rank": rank,
+        "world_size": world,
+        "steps": result.steps,
+        "plateaued": result.plateaued,
+        "objective": result.objective,
+        "checksum": checksum,
+    }
+    atomic_write_json(args.out / "ranks" / f"rank{rank}.json", record)
+    if rank == 0:
+        print(
+            f"{PROG}: trained {result.steps} RLOO steps on {world} process(es) "
+            f"({'plateau' if result.plateaued else 'step cap'}) -> {args.out}"
+        )
     return 0
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--shape",
+        default="tiny",
+        help="model shape (random weights): a paperstack.tiny preset (tiny, micro) or 0.5b "
+        "(Qwen2-0.5B's shape, for a GPU)",
+    )
+    p.add_argument("--trajectories", type=positive_int, default=128, help="trajectories scored")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (paired)")
+    p.add_argument("--steps", type=positive_int, default=6, help="solution lines per trajectory")
+
+
+@cli.bench(arguments=_bench_arguments, devices=("cpu", "cuda"))
+def bench(run: Run) -> Report:
+    """Time of progress advantage over one confidence pass, paired per repeat."""
     from progress_advantage.bench import run_bench
 
-    if args.repeats < 1 or args.trajectories < 1:
-        raise PaperstackError("--repeats and --trajectories must be >= 1")
-    run_bench(args.out, args.preset, args.trajectories, args.repeats, args.seed)
-    return 0
+    return run_bench(run)
 
 
 # ----------------------------------------------------------------------------- models
 
 
 def _load(name: str, device: str) -> tuple[Any, Any]:
-    try:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError:
-        raise ProgressAdvantageError(
-            "scoring needs torch and transformers: pip install 'progress-advantage[torch]'"
-        ) from None
-    try:
-        tok = AutoTokenizer.from_pretrained(name)
-        if Path(name, "adapter_config.json").is_file():
-            try:
-                from peft import AutoPeftModelForCausalLM
-            except ImportError:
-                raise ProgressAdvantageError(
-                    f"--policy {name}: is a peft adapter; pip install peft"
-                ) from None
-            model = AutoPeftModelForCausalLM.from_pretrained(name)
-        else:
-            model = AutoModelForCausalLM.from_pretrained(name)
-    except (OSError, ValueError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ProgressAdvantageError(f"cannot load model {name!r}: {first}") from None
+    """A causal LM and its tokenizer from a folder or hub id (a peft adapter folder too)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from paperstack.checkpoint import load_pretrained
+
+    folder = Path(name).expanduser()
+    if folder.is_dir() and (folder / "adapter_config.json").is_file():
+        try:
+            from peft import AutoPeftModelForCausalLM
+        except ImportError:
+            raise ProgressAdvantageError(
+                f"{name}: is a peft adapter; scoring it needs the peft extra: "
+                "pip install 'progress-advantage[peft]'"
+            ) from None
+        model = load_pretrained(name, AutoPeftModelForCausalLM.from_pretrained)
+    else:
+        model = load_pretrained(name, AutoModelForCausalLM.from_pretrained)
+    tok = load_pretrained(name, AutoTokenizer.from_pretrained)
     return model.to(device), tok
 
 
+def _models(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", required=True, help="RL policy: folder or hub id (or peft adapter)")
+    p.add_argument(
+        "--reference",
+        default=None,
+        help="reference model: folder or hub id; omit when --policy is a peft adapter (the "
+        "adapter is switched off for the reference)",
+    )
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
+
+
 def _scorer(args: argparse.Namespace) -> Any:
+    from paperstack.contract import check_model
     from progress_advantage.scoring import LogRatioScorer, check_same_tokenizer
 
-    policy, tok = _load(args.policy, args.device)
+    device = check_device(args.device)
+    policy, tok = _load(str(check_model(args.policy)), device)
     reference = None
     if args.reference is not None:
-        reference, ref_tok = _load(args.reference, args.device)
+        reference, ref_tok = _load(str(check_model(args.reference)), device)
         check_same_tokenizer(tok, ref_tok)
     return LogRatioScorer(policy, reference, tok, batch_size=getattr(args, "batch_size", 16))
 
 
-def _score(args: argparse.Namespace) -> int:
+def _score_arguments(p: argparse.ArgumentParser) -> None:
+    _models(p)
+    p.add_argument("--in", dest="inp", type=Path, required=True, help="trajectories JSONL")
+    p.add_argument("--out", type=Path, required=True, help="scored trajectories JSONL")
+    p.add_argument("--beta", type=positive_float, default=1.0, help="the policy's KL coefficient")
+    p.add_argument("--step-agg", choices=STEP_AGGREGATIONS, default="sum")
+    p.add_argument("--traj-agg", choices=TRAJECTORY_AGGREGATIONS, default="sum")
+    p.add_argument("--batch-size", type=positive_int, default=16)
+
+
+@cli.command("score", "step scores of JSONL trajectories", _score_arguments)
+def score(args: argparse.Namespace) -> int:
     from progress_advantage.aggregate import aggregate_trajectory
     from progress_advantage.scoring import progress_advantage
     from progress_advantage.trajectory import read_trajectories, write_trajectories
 
-    if args.batch_size < 1:
-        raise PaperstackError(f"--batch-size {args.batch_size}: must be >= 1")
     trajs = read_trajectories(args.inp)
     scorer = _scorer(args)
-    scored = scorer.score(trajs)
     out = []
-    for t, ts in zip(trajs, scored, strict=True):
+    for t, ts in zip(trajs, scorer.score(trajs), strict=True):
         a = progress_advantage(ts, args.beta, args.step_agg)
         out.append(
             t.with_extra(
@@ -205,6 +265,7 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _scored(path: Path) -> list[Any]:
+    """Scored trajectories; step scores must be one finite number per step."""
     from progress_advantage.trajectory import read_trajectories
 
     trajs = read_trajectories(path)
@@ -215,8 +276,11 @@ def _scored(path: Path) -> list[Any]:
                 f"{path}: line {i}: field 'step_scores' missing or not one number per step; run "
                 f"`{PROG} score` first"
             )
-        if not all(isinstance(x, (int, float)) for x in s):
-            raise ProgressAdvantageError(f"{path}: line {i}: field 'step_scores' holds non-numbers")
+        for k, x in enumerate(s):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise ProgressAdvantageError(
+                    f"{path}: line {i}: field 'step_scores[{k}]' is {x!r}, not a finite number"
+                )
     return trajs
 
 
@@ -228,7 +292,14 @@ def _write_jsonl(path: Path | None, records: list[dict[str, Any]]) -> None:
     atomic_write(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
-def _best_of_n(args: argparse.Namespace) -> int:
+def _use_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--in", dest="inp", type=Path, required=True, help="scored JSONL")
+    p.add_argument("--traj-agg", choices=TRAJECTORY_AGGREGATIONS, default="sum")
+    p.add_argument("--out", type=Path, default=None, help="JSONL file of the decisions")
+
+
+@cli.command("best-of-n", "pick the highest-scoring trajectory of each group", _use_arguments)
+def best_of_n_command(args: argparse.Namespace) -> int:
     from progress_advantage.aggregate import aggregate_trajectory
     from progress_advantage.selection import best_of_n, group_indices
 
@@ -255,7 +326,8 @@ def _best_of_n(args: argparse.Namespace) -> int:
     return 0
 
 
-def _uq(args: argparse.Namespace) -> int:
+@cli.command("uq", "AUROC of trajectory scores predicting success", _use_arguments)
+def uq_command(args: argparse.Namespace) -> int:
     from progress_advantage.aggregate import aggregate_trajectory
     from progress_advantage.metrics import auroc
 
@@ -263,31 +335,57 @@ def _uq(args: argparse.Namespace) -> int:
     labelled = [t for t in trajs if t.success is not None]
     if not labelled:
         raise ProgressAdvantageError(f"{args.inp}: no trajectory has a 'success' label")
+    wins = sum(bool(t.success) for t in labelled)
+    if wins in (0, len(labelled)):
+        outcome = "succeeded" if wins else "failed"
+        raise ProgressAdvantageError(
+            f"{args.inp}: AUROC is undefined: all {len(labelled)} labelled trajectories "
+            f"{outcome} (it needs successes and failures)"
+        )
     scores = [aggregate_trajectory(t.extra["step_scores"], args.traj_agg) for t in labelled]
     value = auroc(scores, [bool(t.success) for t in labelled])
     _write_jsonl(
         args.out, [{"id": t.id, "score": s} for t, s in zip(labelled, scores, strict=True)]
     )
-    print(f"{PROG}: AUROC {value:.3f} over {len(labelled)} trajectories")
+    print(
+        f"{PROG}: AUROC {value:.3f} over {len(labelled)} trajectories "
+        f"({wins} succeeded, {len(labelled) - wins} failed)"
+    )
     return 0
 
 
-def _attribute(args: argparse.Namespace) -> int:
+def _attribute_arguments(p: argparse.ArgumentParser) -> None:
+    from progress_advantage.attribution import ATTRIBUTION_RULES
+
+    p.add_argument("--in", dest="inp", type=Path, required=True, help="scored JSONL")
+    p.add_argument(
+        "--rule",
+        choices=ATTRIBUTION_RULES,
+        default=ATTRIBUTION_RULES[0],
+        help="which step to blame (default: the authors' argmin of the cumulative sum)",
+    )
+    p.add_argument("--out", type=Path, default=None, help="JSONL file of the decisions")
+
+
+@cli.command("attribute", "blame one step of each failed trajectory", _attribute_arguments)
+def attribute_command(args: argparse.Namespace) -> int:
     from progress_advantage.attribution import attribute_failure
 
     trajs = _scored(args.inp)
-    failed = [t for t in trajs if t.success is False or t.success is None]
+    failed = [t for t in trajs if t.success is not True]
+    if not failed:
+        raise ProgressAdvantageError(f"{args.inp}: no failed (or unlabelled) trajectory to blame")
     decisions = [
         {
             "id": t.id,
-            "step": attribute_failure(t.extra["step_scores"]),
+            "step": attribute_failure(t.extra["step_scores"], args.rule),
             "first_error": t.first_error,
         }
         for t in failed
     ]
     _write_jsonl(args.out, decisions)
     labelled = [d for d in decisions if d["first_error"] is not None]
-    msg = f"{PROG}: attributed {len(decisions)} trajectories"
+    msg = f"{PROG}: attributed {len(decisions)} trajectories ({args.rule})"
     if labelled:
         acc = sum(d["step"] == d["first_error"] for d in labelled) / len(labelled)
         msg += f"; top-1 accuracy {acc:.3f} over {len(labelled)} with a labelled first error"
@@ -295,7 +393,19 @@ def _attribute(args: argparse.Namespace) -> int:
     return 0
 
 
-def _beam(args: argparse.Namespace) -> int:
+def _beam_arguments(p: argparse.ArgumentParser) -> None:
+    _models(p)
+    p.add_argument("--prompts", type=Path, required=True, help="text file, one prompt a line")
+    p.add_argument("--out", type=Path, required=True, help="trajectories JSONL")
+    p.add_argument("--beam-width", type=positive_int, default=2)
+    p.add_argument("--expansions", type=positive_int, default=4)
+    p.add_argument("--max-steps", type=positive_int, default=8)
+    p.add_argument("--beta", type=positive_float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+
+
+@cli.command("beam", "step-level beam search guided by progress advantage", _beam_arguments)
+def beam_command(args: argparse.Namespace) -> int:
     from progress_advantage.beam import BeamSettings, step_beam_search
     from progress_advantage.trajectory import write_trajectories
 
@@ -305,6 +415,8 @@ def _beam(args: argparse.Namespace) -> int:
         raise ProgressAdvantageError(f"--prompts {args.prompts}: cannot read ({exc})") from None
     if not prompts:
         raise ProgressAdvantageError(f"--prompts {args.prompts}: holds no prompts")
+    if args.out.is_dir():
+        raise PaperstackError(f"--out {args.out}: is a directory; name a file to write")
     scorer = _scorer(args)
     settings = BeamSettings(
         beam_width=args.beam_width,
@@ -316,8 +428,11 @@ def _beam(args: argparse.Namespace) -> int:
         scorer.policy, scorer.reference, scorer.tokenizer, prompts, settings, seed=args.seed
     )
     write_trajectories(args.out, out)
-    print(f"{PROG}: beam search wrote {len(out)} trajectories -> {args.out}", file=sys.stdout)
+    print(f"{PROG}: beam search wrote {len(out)} trajectories -> {args.out}")
     return 0
+
+
+main = cli.main
 
 
 if __name__ == "__main__":

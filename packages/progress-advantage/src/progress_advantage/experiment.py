@@ -1,28 +1,34 @@
-"""The demo's two experiments, each returning plain numbers per seed.
+"""The demo's two arms, each returning per-seed, per-item numbers (the demo makes rows of them).
 
-(a) :func:`run_mdp`: the tabular chain-with-pit MDP: the exact identity, the Spearman correlation
-of a REINFORCE-with-KL policy's log-ratio with ``A*``, and best-of-N / AUROC / failure attribution
-with exactly known ground truth.
+(a) :func:`run_mdp`: the tabular chain MDP with a terminal pit, for each of two reference
+families declared in advance (``random``, ``confident-wrong``): the exact identity, REINFORCE
+with the KL in the reward run until the exact objective gap is below a tolerance, the Spearman
+correlation of its log-ratio with ``A*``, and best-of-N / AUROC / failure attribution on
+episodes that end at the goal or in the pit (every scorer sees the steps up to failure only; the
+decisive error is the step into the trap, a random number of doomed steps before the end).
 
-(b) :func:`run_arithmetic`: multi-step arithmetic from :mod:`paperstack.tasks` with a tiny LM as
-the reference and a GRPO-trained copy (trl) as the policy: ``N`` sampled solutions per held-out
-problem, labelled by the task's verifier (outcome) and its step checker (first wrong step), and
-scored by progress advantage and every baseline in one harness.
+(b) :func:`run_lm_seed`: multi-step arithmetic with a tiny LM. The reference is SFT'd on
+:class:`~progress_advantage.toy.FlawedArithmetic` (confidently wrong on a third of the
+multiplications, harmless random spacing); first the headroom check on the reference's own
+samples (how well its mean log-probability already predicts success); then for each ``β`` an
+RLOO policy (KL in the reward, trained to a plateau), the premise that it raised the
+KL-regularised objective, agreement of its step log-ratios with a Monte-Carlo estimate of the
+soft advantage (:mod:`progress_advantage.soft_advantage`), a process reward model trained on
+the toy's step labels, and every use on validation (to choose baselines) and test problems.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from progress_advantage.aggregate import aggregate_trajectory
-from progress_advantage.attribution import attribute_failure, chance_accuracy
-from progress_advantage.errors import ProgressAdvantageError
+from progress_advantage.evaluation import Uses, evaluate_uses
 from progress_advantage.mdp import (
+    Convergence,
     evaluate_policy,
     make_chain,
     reinforce_kl,
@@ -30,15 +36,20 @@ from progress_advantage.mdp import (
     soft_value_iteration,
 )
 from progress_advantage.metrics import auroc, spearman
-from progress_advantage.policy import GRPOSettings
-from progress_advantage.selection import best_of_n, majority_vote
+from progress_advantage.policy import RLResult, RLSettings
 
 __all__ = [
-    "ArithmeticSetup",
+    "CONFIDENCE",
+    "PA",
+    "LMOutcome",
+    "LMSetup",
+    "MCData",
+    "MDPOutcome",
     "MDPSetup",
-    "SeedOutcome",
     "first_wrong_step",
-    "run_arithmetic",
+    "prepare_mc",
+    "reference_model",
+    "run_lm_seed",
     "run_mdp",
 ]
 
@@ -48,123 +59,114 @@ PA = "progress-advantage"
 CONFIDENCE = ("mean-logprob", "self-certainty", "bottom10-confidence")
 
 
-@dataclass
-class SeedOutcome:
-    """One seed's counts and statistics; the demo turns lists of these into rows."""
-
-    bon: dict[str, tuple[float, int]] = field(default_factory=dict)  # method -> (hits, groups)
-    auroc: dict[str, tuple[float, int]] = field(default_factory=dict)  # method -> (auroc, n)
-    attribution: dict[str, tuple[float, int]] = field(default_factory=dict)  # (hits, n)
-    # Other numbers: (value, n); for a rate (``*_accuracy``, ``*_reward``) value = hits.
-    scalars: dict[str, tuple[float, int]] = field(default_factory=dict)
-
-
-def _selection_metrics(
-    out: SeedOutcome,
-    groups: Sequence[Sequence[int]],
-    scores: dict[str, np.ndarray],
-    success: np.ndarray,
-    answers: Sequence[str | None] | None,
-) -> None:
-    """Best-of-N hits and AUROC for every scored method (NaN = unscorable candidate)."""
-    for name, s in scores.items():
-        hits = sum(bool(success[g[best_of_n(s[list(g)])]]) for g in groups)
-        out.bon[name] = (float(hits), len(groups))
-        ok = ~np.isnan(s)
-        out.auroc[name] = (auroc(s[ok], success[ok]), int(ok.sum()))
-    # Random selection: its expected accuracy, exactly (the mean success of each group).
-    out.bon["random"] = (float(sum(success[list(g)].mean() for g in groups)), len(groups))
-    out.bon["oracle (pass@N)"] = (float(sum(success[list(g)].any() for g in groups)), len(groups))
-    if answers is not None:
-        hits = sum(bool(success[g[majority_vote([answers[i] for i in g])]]) for g in groups)
-        out.bon["majority-vote"] = (float(hits), len(groups))
-
-
 # ----------------------------------------------------------------------------- (a) MDP
 
 
 @dataclass(frozen=True)
 class MDPSetup:
-    """The tabular experiment; defaults are the full demo's."""
+    """The tabular experiment; defaults are the full demo's, fixed before any claim."""
 
     length: int = 10
     slip: float = 0.1
     gamma: float = 0.95
     beta: float = 0.1
     horizon: int = 15
-    iterations: int = 1500
+    max_iterations: int = 8000
+    tol: float = 1e-3
     groups: int = 200
+    val_groups: int = 100
     n_candidates: int = 8
 
 
-def run_mdp(setup: MDPSetup, seed: int) -> SeedOutcome:
+@dataclass
+class MDPOutcome:
+    """One (family, seed): the identity error, Spearman, convergence, and the uses."""
+
+    identity_error: float
+    spearman: float
+    convergence: Convergence
+    test: Uses
+    val: Uses
+
+
+def run_mdp(setup: MDPSetup, family: str, seed: int) -> MDPOutcome:
     """Exact identity error, Spearman(PA, A*), and the three uses on sampled episodes."""
-    mdp = make_chain(setup.length, setup.slip, setup.gamma, seed=seed)
+    mdp = make_chain(setup.length, setup.slip, setup.gamma, seed=seed, reference=family)
     beta = setup.beta
     Q, V, pi_star = soft_value_iteration(mdp, beta)
     _, _, A_eval = evaluate_policy(mdp, pi_star, beta)
     chain = mdp.chain_states
     identity_err = float(np.abs(beta * np.log(pi_star / mdp.ref) - A_eval)[chain].max())
-    A_star = (Q - V[:, None])[chain]
-    pi_rl = reinforce_kl(mdp, beta, iterations=setup.iterations, seed=seed)
+    A_star = Q - V[:, None]
+    pi_rl, conv = reinforce_kl(
+        mdp, beta, max_iterations=setup.max_iterations, seed=seed, tol=setup.tol
+    )
     pa_table = beta * np.log(pi_rl / mdp.ref)
-    out = SeedOutcome()
-    out.scalars["exact_identity_max_error"] = (identity_err, A_star.size)
-    out.scalars["spearman_vs_exact"] = (spearman(pa_table[chain], A_star), A_star.size)
+    rho = spearman(pa_table[chain], A_star[chain])
+    n_a = mdp.n_actions
+    # Self-certainty of a state: KL(U || π(.|s)) = -mean_a log π(a|s) - log |A|.
+    certainty = -np.log(pi_rl).mean(axis=1) - np.log(n_a)
 
-    rng = np.random.default_rng(10_000 + seed)
-    n = setup.groups * setup.n_candidates
-    ep = sample_episodes(mdp, pi_rl, n, setup.horizon, rng)
-    s, a, alive = ep.states, ep.actions, ep.alive
-    step_pa = np.where(alive, pa_table[s, a], np.nan)
-    step_exact = np.where(alive, (Q - V[:, None])[s, a], np.nan)
-    step_logp = np.where(alive, np.log(pi_rl[s, a]), np.nan)
-    scores = {
-        PA: np.nansum(step_pa, axis=1),
-        "exact-advantage": np.nansum(step_exact, axis=1),
-        "mean-logprob": np.nanmean(step_logp, axis=1),
-    }
-    groups = [
-        list(range(g * setup.n_candidates, (g + 1) * setup.n_candidates))
-        for g in range(setup.groups)
-    ]
-    _selection_metrics(out, groups, scores, ep.success, None)
-    failed = np.flatnonzero(ep.first_pit >= 0)
-    steps_alive = alive.sum(1)
-    for name, table in (
-        (PA, step_pa),
-        ("exact-advantage", step_exact),
-        ("mean-logprob", step_logp),
-    ):
-        hits = sum(attribute_failure(table[i, : steps_alive[i]]) == ep.first_pit[i] for i in failed)
-        out.attribution[name] = (float(hits), len(failed))
-    if len(failed):
-        chance = chance_accuracy(steps_alive[failed])
-        out.attribution["random"] = (chance * len(failed), len(failed))
-    out.scalars["policy_success"] = (float(ep.success.mean()), n)
-    return out
+    def uses(rng_seed: int, groups: int, prefix: str) -> Uses:
+        rng = np.random.default_rng(rng_seed)
+        n = groups * setup.n_candidates
+        ep = sample_episodes(mdp, pi_rl, n, setup.horizon, rng)
+        s, a, alive = ep.states, ep.actions, ep.alive
+        steps = alive.sum(1)
+        tables = {
+            PA: pa_table[s, a],
+            "exact-advantage": A_star[s, a],
+            "mean-logprob": np.log(pi_rl[s, a]),
+            "self-certainty": certainty[s],
+        }
+        live = {k: np.where(alive, v, np.nan) for k, v in tables.items()}
+        traj = {
+            PA: np.nansum(live[PA], axis=1),
+            "exact-advantage": np.nansum(live["exact-advantage"], axis=1),
+            "mean-logprob": np.nanmean(live["mean-logprob"], axis=1),
+            "self-certainty": np.nanmean(live["self-certainty"], axis=1),
+        }
+        step_scores = {k: [v[i, : steps[i]] for i in range(n)] for k, v in tables.items()}
+        groups_idx = [
+            list(range(g * setup.n_candidates, (g + 1) * setup.n_candidates)) for g in range(groups)
+        ]
+        first = [int(f) if f >= 0 else None for f in ep.first_error]
+        return evaluate_uses(prefix, groups_idx, ep.success, first, steps, traj, step_scores)
+
+    return MDPOutcome(
+        identity_error=identity_err,
+        spearman=rho,
+        convergence=conv,
+        test=uses(10_000 + seed, setup.groups, f"{seed}:"),
+        val=uses(20_000 + seed, setup.val_groups, f"{seed}:"),
+    )
 
 
-# ----------------------------------------------------------------------------- (b) arithmetic
+# ----------------------------------------------------------------------------- (b) LM
 
 
 @dataclass(frozen=True)
-class ArithmeticSetup:
-    """The LM experiment; defaults are the full demo's (``quick`` shrinks them)."""
+class LMSetup:
+    """The language-model arm; defaults are the full demo's, fixed before any claim."""
 
     preset: str = "tiny"
-    sft_steps: int | None = None  # None: the cached tiny.pretrained recipe (1200 steps)
+    sft_steps: int = 1200  # the core's arithmetic recipe
     cached: bool = True
-    model: str | None = None  # a reference model path or hub id instead of the tiny model
-    grpo: GRPOSettings = field(default_factory=GRPOSettings)
-    n_test: int = 100
+    model: str | None = None  # a reference model folder or hub id instead of the toy's
+    rl: RLSettings = field(default_factory=RLSettings)
+    betas: tuple[float, ...] = (0.1, 0.5)
+    n_test: int = 64
+    n_val: int = 24
+    n_prm: int = 32
+    n_objective: int = 32
+    objective_samples: int = 4
     n_candidates: int = 8
-    n_orm_prompts: int = 32
-    # Training reward before/after GRPO: fresh training-split prompts, sampled as in training.
-    n_reward_prompts: int = 128
+    mc_trajectories: int = 48
+    mc_rollouts: int = 12
+    merge_alpha: float = 0.5
     temperature: float = 1.0
     max_new_tokens: int = 48
-    batch_size: int = 64
+    batch_size: int = 128
 
 
 def first_wrong_step(task: Any, example: Any, completion: str) -> int | None:
@@ -187,189 +189,344 @@ def first_wrong_step(task: Any, example: Any, completion: str) -> int | None:
     return None
 
 
-def reference_model(setup: ArithmeticSetup, seed: int = 0, progress: bool = True) -> Any:
-    """The SFT reference: the cached ``tiny.pretrained`` model, or one trained now (quick)."""
+def reference_model(setup: LMSetup, progress: bool = True) -> tuple[Any, Any]:
+    """The SFT reference: a model folder (``--model``), else the toy's flawed reference
+    (cached by :func:`paperstack.tiny.pretrained`, or trained now for ``--quick``)."""
     from paperstack import tiny
+    from progress_advantage.toy import FlawedArithmetic
 
     if setup.model is not None:
-        try:
-            return tiny.load(setup.model)
-        except (OSError, ValueError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ProgressAdvantageError(f"--model {setup.model}: cannot load ({first})") from None
+        from paperstack.checkpoint import load_pretrained
+
+        return load_pretrained(setup.model, tiny.load)
+    task = FlawedArithmetic()
     if setup.cached:
-        return tiny.pretrained(
-            setup.preset, ("arithmetic",), steps=setup.sft_steps, seed=seed, progress=progress
-        )
+        return tiny.pretrained(setup.preset, (task,), steps=setup.sft_steps, progress=progress)
     tok = tiny.build_tokenizer()
-    model = tiny.build_model(setup.preset, tok, seed)
+    model = tiny.build_model(setup.preset, tok, 0)
     tiny.train(
-        model,
-        tok,
-        ["arithmetic"],
-        steps=setup.sft_steps or tiny.QUICK_STEPS,
-        seed=seed,
-        batch_size=64,
-        progress=progress,
-        num_threads=1,  # tiny matmuls: one thread beats two contending ones
+        model, tok, [task], steps=setup.sft_steps, batch_size=64, progress=progress, num_threads=1
     )
     return model, tok
 
 
 def _sample(
-    model: Any, tok: Any, prompts: Sequence[str], setup: ArithmeticSetup, seed: int
+    model: Any, tok: Any, prompts: Sequence[str], n: int, seed: int, setup: LMSetup
 ) -> list[list[str]]:
     from paperstack.llm import TransformersChat
 
-    chat = TransformersChat(model, tok, batch_size=setup.batch_size, name="policy")
+    chat = TransformersChat(model, tok, batch_size=setup.batch_size, name="sampler")
     return chat.generate(
         [[{"role": "user", "content": p}] for p in prompts],
         max_new_tokens=setup.max_new_tokens,
         temperature=setup.temperature,
-        n=setup.n_candidates,
+        n=n,
         seed=seed,
     )
 
 
-def run_arithmetic(
-    reference: Any,
-    tokenizer: Any,
-    setup: ArithmeticSetup,
-    seed: int,
-    log: Callable[[str], None] = print,
-) -> SeedOutcome:
-    """Train a GRPO policy (seed ``seed``), sample, label, score and evaluate every method."""
-    from paperstack import tasks
-    from progress_advantage.baselines import confidence_step_scores, confidence_trajectory_scores
-    from progress_advantage.orm import OutcomeRewardModel
-    from progress_advantage.policy import train_grpo_policy
-    from progress_advantage.scoring import LogRatioScorer, progress_advantage
+@dataclass
+class Labelled:
+    """Sampled candidates with the verifier's labels (``trajs[i]`` is None if unscorable)."""
+
+    trajs: list[Any]
+    success: np.ndarray
+    first_error: list[int | None]
+    answers: list[str | None]
+    groups: list[list[int]]
+
+
+def _label(task: Any, examples: Sequence[Any], samples: Sequence[Sequence[str]]) -> Labelled:
     from progress_advantage.trajectory import Trajectory
 
-    task: Any = tasks.get("arithmetic")
-    policy, history = train_grpo_policy(reference, tokenizer, task, setup.grpo, seed=seed)
-    out = SeedOutcome()
-    # The thing GRPO optimises, measured rather than read off trl's noisy per-batch log: the
-    # verifier's reward on fresh training-split prompts, at the training temperature and length.
-    reward_ex = task.generate(setup.n_reward_prompts, seed=2000 + seed, split="train")
-    for key, model in (
-        ("policy_training_reward", policy),
-        ("reference_training_reward", reference),
-    ):
-        samples = _sample(
-            model,
-            tokenizer,
-            [e.prompt for e in reward_ex],
-            replace(
-                setup,
-                temperature=setup.grpo.temperature,
-                max_new_tokens=setup.grpo.max_completion_length,
-                n_candidates=setup.grpo.num_generations,
-            ),
-            seed + 700,
-        )
-        rewards = [task.verify(e, c) for e, cs in zip(reward_ex, samples, strict=True) for c in cs]
-        out.scalars[key] = (float(sum(rewards)), len(rewards))
-    kl = [h["kl"] for h in history if "kl" in h]
-    r_pol, r_ref = (out.scalars[k] for k in ("policy_training_reward", "reference_training_reward"))
-    log(
-        f"  seed {seed}: GRPO {setup.grpo.steps} steps, training reward (verifier, "
-        f"{r_ref[1]} samples) reference {r_ref[0] / max(1, r_ref[1]):.3f} -> policy "
-        f"{r_pol[0] / max(1, r_pol[1]):.3f}; last logged per-token kl "
-        f"{kl[-1] if kl else float('nan'):.4f}"
+    trajs: list[Any] = []
+    success, first, answers, groups = [], [], [], []
+    for ex, cands in zip(examples, samples, strict=True):
+        groups.append(list(range(len(trajs), len(trajs) + len(cands))))
+        for c in cands:
+            ok = bool(task.verify(ex, c))
+            success.append(ok)
+            first.append(first_wrong_step(task, ex, c))
+            ans = task.final_answer(c)
+            answers.append(None if ans is None else str(ans))
+            has_steps = any(line.strip() for line in c.split("\n"))
+            trajs.append(Trajectory.from_lines(ex.prompt, c) if has_steps else None)
+    return Labelled(trajs, np.array(success, dtype=bool), first, answers, groups)
+
+
+def _score(scorer: Any, trajs: Sequence[Any], **kw: Any) -> list[Any]:
+    live = [t for t in trajs if t is not None]
+    scored = iter(scorer.score(live, **kw)) if live else iter([])
+    return [next(scored) if t is not None else None for t in trajs]
+
+
+def _step_labels(data: Labelled, scored: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """PRM training pairs: step-end features and "this step is correct" labels."""
+    feats, labels = [], []
+    for ts, fe in zip(scored, data.first_error, strict=True):
+        if ts is None or ts.features is None:
+            continue
+        for t in range(ts.n_steps):
+            feats.append(ts.features[t])
+            labels.append(fe is None or t < fe)
+    return np.array(feats), np.array(labels, dtype=float)
+
+
+@dataclass
+class MCData:
+    """Reference samples at every step boundary and the rewards of their MC rollouts."""
+
+    trajs: list[Any]
+    prefixes: Any
+    rewards: np.ndarray
+
+    def advantages(self, beta: float) -> list[np.ndarray]:
+        from progress_advantage.soft_advantage import mc_soft_advantages
+
+        return mc_soft_advantages(self.prefixes, self.rewards, beta)
+
+
+def prepare_mc(reference: Any, tok: Any, setup: LMSetup, seed: int) -> MCData:
+    """One reference sample for each of ``mc_trajectories`` test problems and ``mc_rollouts``
+    reference continuations of each of its step prefixes (independent of any policy)."""
+    from progress_advantage.soft_advantage import StepPrefixes, rollout_rewards
+    from progress_advantage.toy import toy_task
+
+    task: Any = toy_task()
+    examples = task.generate(setup.mc_trajectories, seed=50_000 + seed, split="test")
+    data = _label(
+        task,
+        examples,
+        _sample(reference, tok, [e.prompt for e in examples], 1, 50_000 + seed, setup),
     )
-    if r_pol[0] <= r_ref[0]:
-        log(f"  seed {seed}: WARNING: GRPO did not raise the training reward")
-    beta = setup.grpo.beta
-    scorer = LogRatioScorer(policy, reference, tokenizer, features=True, batch_size=128)
-
-    def build(
-        examples: Sequence[Any], samples: Sequence[Sequence[str]]
-    ) -> tuple[list[Trajectory | None], np.ndarray, list[int | None], list[str | None]]:
-        trajs: list[Trajectory | None] = []
-        success, first_err, answers = [], [], []
-        for ex, cands in zip(examples, samples, strict=True):
-            for c in cands:
-                ok = task.verify(ex, c)
-                success.append(ok)
-                fe = None if ok else first_wrong_step(task, ex, c)
-                first_err.append(fe)
-                ans = task.final_answer(c)
-                answers.append(None if ans is None else str(ans))
-                has_steps = any(line.strip() for line in c.split("\n"))
-                trajs.append(Trajectory.from_lines(ex.prompt, c) if has_steps else None)
-        return trajs, np.array(success, dtype=bool), first_err, answers
-
-    def score(trajs: Sequence[Trajectory | None]) -> list[Any]:
-        live = [t for t in trajs if t is not None]
-        scored = iter(scorer.score(live)) if live else iter([])
-        return [next(scored) if t is not None else None for t in trajs]
-
-    # The outcome reward model: policy rollouts on training prompts, verifier labels.
-    train_ex = task.generate(setup.n_orm_prompts, seed=1000 + seed, split="train")
-    tr_trajs, tr_success, _, _ = build(
-        train_ex, _sample(policy, tokenizer, [e.prompt for e in train_ex], setup, seed + 500)
+    keep = [i for i, t in enumerate(data.trajs) if t is not None]
+    trajs = [data.trajs[i] for i in keep]
+    prefixes = StepPrefixes(trajs)
+    rewards = rollout_rewards(
+        reference,
+        tok,
+        task,
+        [examples[i] for i in keep],
+        prefixes,
+        setup.mc_rollouts,
+        seed=60_000 + seed,
+        max_new_tokens=setup.max_new_tokens,
+        batch_size=setup.batch_size,
     )
-    tr_scores = score(tr_trajs)
-    feats = [ts.features[-1] for ts in tr_scores if ts is not None]
-    labels = [y for ts, y in zip(tr_scores, tr_success, strict=True) if ts is not None]
-    orm = OutcomeRewardModel().fit(np.array(feats), np.array(labels))
+    return MCData(trajs=trajs, prefixes=prefixes, rewards=rewards)
 
-    test_ex = task.generate(setup.n_test, seed=seed, split="test")
-    prompts = [e.prompt for e in test_ex]
-    trajs, success, first_err, answers = build(
-        test_ex, _sample(policy, tokenizer, prompts, setup, seed)
-    )
-    ref_samples = _sample(reference, tokenizer, prompts, setup, seed)
-    ref_success = [
-        task.verify(e, c) for e, cs in zip(test_ex, ref_samples, strict=True) for c in cs
-    ]
-    out.scalars["policy_sample_accuracy"] = (float(success.sum()), success.size)
-    out.scalars["reference_sample_accuracy"] = (float(sum(ref_success)), len(ref_success))
-    scored = score(trajs)
 
-    n = len(trajs)
-    names = [PA, *(f"{PA} ({a})" for a in ("mean", "min", "last", "bottom10"))]
-    names += [*CONFIDENCE, "orm"]
-    scores = {k: np.full(n, np.nan) for k in names}
-    step_tables: dict[str, list[np.ndarray | None]] = {
-        k: [None] * n for k in (PA, *CONFIDENCE, "orm")
-    }
+@dataclass
+class BetaOutcome:
+    """One (β, seed) of the LM arm."""
+
+    rl: RLResult
+    objective: dict[str, dict[str, float]]  # "RL policy"/"reference" -> prompt -> J
+    mc_spearman: float
+    mc_pairs: int
+    test: Uses
+    val: Uses
+    sample_accuracy: dict[str, float]  # test item -> the policy's mean success on that problem
+
+
+@dataclass
+class LMOutcome:
+    """One seed of the LM arm: the headroom check and one :class:`BetaOutcome` per β."""
+
+    headroom: dict[str, float]  # reference's own samples: AUROC of its confidences
+    reference_accuracy: dict[str, float]
+    betas: dict[float, BetaOutcome]
+
+
+def _tables(
+    scored: Sequence[Any], beta: float, prm: Any | None, merged: Sequence[Any] | None
+) -> tuple[dict[str, np.ndarray], dict[str, list[Any]], dict[str, list[Any]]]:
+    """Trajectory scores, step scores and PRM blames of every method."""
+    from progress_advantage.aggregate import aggregate_trajectory
+    from progress_advantage.baselines import confidence_step_scores, confidence_trajectory_scores
+    from progress_advantage.scoring import progress_advantage
+
+    n = len(scored)
+    aggs = ("mean", "min", "last", "bottom10")
+    names = [PA, *(f"{PA} ({a})" for a in aggs), *CONFIDENCE]
+    if prm is not None:
+        names.append("prm")
+    if merged is not None:
+        names.append(f"{PA} (merged reference)")
+    traj = {k: np.full(n, np.nan) for k in names}
+    steps: dict[str, list[Any]] = {k: [None] * n for k in (PA, *CONFIDENCE)}
+    blamed: dict[str, list[Any]] = {"prm": [None] * n} if prm is not None else {}
     for i, ts in enumerate(scored):
         if ts is None:
             continue
         a = progress_advantage(ts, beta, "sum")
-        scores[PA][i] = aggregate_trajectory(a, "sum")
-        for agg in ("mean", "min", "last", "bottom10"):
-            scores[f"{PA} ({agg})"][i] = aggregate_trajectory(a, agg)
+        traj[PA][i] = aggregate_trajectory(a, "sum")
+        for agg in aggs:
+            traj[f"{PA} ({agg})"][i] = aggregate_trajectory(a, agg)
         for k, c in confidence_trajectory_scores(ts).items():
-            scores[k][i] = c
-        assert ts.features is not None
-        scores["orm"][i] = float(orm.logit(ts.features[-1])[0])
-        step_tables[PA][i] = a
-        for k, steps in confidence_step_scores(ts).items():
-            step_tables[k][i] = steps
-        step_tables["orm"][i] = orm.step_scores(ts.features)
-    # "bottom10-confidence" is a confidence: higher = surer. Its step form is a per-step mean
-    # confidence, so the least confident step is the argmin, like the others.
-    groups = [
-        list(range(g * setup.n_candidates, (g + 1) * setup.n_candidates))
-        for g in range(len(test_ex))
-    ]
-    _selection_metrics(out, groups, scores, success, answers)
-    failed = [i for i in range(n) if scored[i] is not None and first_err[i] is not None]
-    for k, table in step_tables.items():
-        hits = 0
-        for i in failed:
-            row = table[i]
-            assert row is not None
-            hits += attribute_failure(row) == first_err[i]
-        out.attribution[k] = (float(hits), len(failed))
-    if failed:
-        n_steps = [scored[i].n_steps for i in failed]
-        out.attribution["random"] = (chance_accuracy(n_steps) * len(failed), len(failed))
-        # A reference point, not a baseline of the paper: how often the error is in step 0.
-        first = sum(first_err[i] == 0 for i in failed)
-        out.attribution["always first step"] = (float(first), len(failed))
-    out.scalars["unscorable_candidates"] = (float(sum(t is None for t in trajs)), n)
-    return out
+            traj[k][i] = c
+        steps[PA][i] = a
+        for k, st in confidence_step_scores(ts).items():
+            steps[k][i] = st
+        if prm is not None and ts.features is not None:
+            traj["prm"][i] = prm.trajectory_score(ts.features)
+            blamed["prm"][i] = prm.blame(ts.features)
+        if merged is not None and merged[i] is not None:
+            traj[f"{PA} (merged reference)"][i] = float(progress_advantage(merged[i], beta).sum())
+    return traj, steps, blamed
+
+
+def _policy_uses(
+    task: Any,
+    policy: Any,
+    tok: Any,
+    scorers: tuple[Any, Any, Any],
+    beta: float,
+    examples: Sequence[Any],
+    sample_seed: int,
+    seed: int,
+    setup: LMSetup,
+) -> tuple[Uses, Labelled]:
+    """Sample ``N`` candidates per problem from the policy, label, score, evaluate the uses."""
+    scorer, merged_scorer, prm = scorers
+    prompts = [e.prompt for e in examples]
+    data = _label(
+        task, examples, _sample(policy, tok, prompts, setup.n_candidates, sample_seed, setup)
+    )
+    scored = _score(scorer, data.trajs)
+    merged = _score(merged_scorer, data.trajs)
+    traj, steps, blamed = _tables(scored, beta, prm, merged)
+    n_steps = [t.n_steps if t is not None else 1 for t in data.trajs]
+    uses = evaluate_uses(
+        f"{seed}:",
+        data.groups,
+        data.success,
+        data.first_error,
+        n_steps,
+        traj,
+        steps,
+        blamed,
+        data.answers,
+    )
+    return uses, data
+
+
+def run_lm_seed(
+    reference: Any,
+    tok: Any,
+    setup: LMSetup,
+    seed: int,
+    mc: MCData,
+    log: Callable[[str], None] = print,
+) -> LMOutcome:
+    """The headroom check, then one RL policy per β and every measurement of it."""
+    from progress_advantage.merging import merged_reference
+    from progress_advantage.policy import train_rl_policy
+    from progress_advantage.prm import ProcessRewardModel
+    from progress_advantage.scoring import LogRatioScorer, progress_advantage
+    from progress_advantage.toy import toy_task
+
+    task: Any = toy_task()
+    test_ex = task.generate(setup.n_test, seed=seed, split="test")
+    val_ex = task.generate(setup.n_val, seed=10_000 + seed, split="test")
+    prm_ex = task.generate(setup.n_prm, seed=20_000 + seed, split="train")
+    obj_ex = task.generate(setup.n_objective, seed=30_000 + seed, split="train")
+    n = setup.n_candidates
+
+    # Headroom, before any RL: does the reference's own confidence already predict success?
+    ref_data = _label(
+        task, test_ex, _sample(reference, tok, [e.prompt for e in test_ex], n, seed, setup)
+    )
+    self_scorer = LogRatioScorer(reference, reference, tok, batch_size=setup.batch_size)
+    ref_scored = _score(self_scorer, ref_data.trajs, with_reference=False)
+    ref_traj, _, _ = _tables(ref_scored, 1.0, None, None)
+    ok = ~np.isnan(ref_traj["mean-logprob"])
+    headroom = {}
+    for k in CONFIDENCE:
+        value = auroc(ref_traj[k][ok], ref_data.success[ok])
+        if np.isfinite(value):
+            headroom[k] = value
+    reference_accuracy = {
+        f"{seed}:{k}": float(ref_data.success[g].mean()) for k, g in enumerate(ref_data.groups)
+    }
+    log(
+        f"  seed {seed}: reference sample accuracy {ref_data.success.mean():.3f}; headroom: "
+        f"mean log-prob AUROC on its own samples {headroom.get('mean-logprob', float('nan')):.3f}"
+    )
+    obj_ref = _label(
+        task,
+        obj_ex,
+        _sample(
+            reference, tok, [e.prompt for e in obj_ex], setup.objective_samples, seed + 3, setup
+        ),
+    )
+    ref_objective = {
+        f"{seed}:{k}": float(obj_ref.success[g].mean()) for k, g in enumerate(obj_ref.groups)
+    }
+
+    outcomes: dict[float, BetaOutcome] = {}
+    for beta in setup.betas:
+        settings = RLSettings(**{**setup.rl.__dict__, "beta": beta})
+        policy, rl = train_rl_policy(reference, tok, task, settings, seed=seed)
+        log(
+            f"  seed {seed}, beta {beta}: RLOO {rl.steps} steps "
+            f"({'plateau' if rl.plateaued else 'step cap'}), objective "
+            f"{np.mean(rl.objective[:5]):.3f} -> {np.mean(rl.objective[-5:]):.3f}"
+        )
+        scorer = LogRatioScorer(policy, reference, tok, features=True, batch_size=setup.batch_size)
+
+        # The premise: J = r - beta * KL, per prompt, on fresh training-split prompts.
+        obj = _label(
+            task,
+            obj_ex,
+            _sample(
+                policy, tok, [e.prompt for e in obj_ex], setup.objective_samples, seed + 4, setup
+            ),
+        )
+        obj_scored = _score(scorer, obj.trajs)
+        j_pol = {}
+        for q, g in enumerate(obj.groups):
+            values = []
+            for i in g:
+                kl = 0.0 if obj_scored[i] is None else float(obj_scored[i].log_ratio.sum())
+                values.append(float(obj.success[i]) - beta * kl)
+            j_pol[f"{seed}:{q}"] = float(np.mean(values))
+
+        # A process reward model on the toy's own step labels (policy rollouts, train split).
+        prm_data = _label(
+            task, prm_ex, _sample(policy, tok, [e.prompt for e in prm_ex], n, seed + 5, setup)
+        )
+        x, y = _step_labels(prm_data, _score(scorer, prm_data.trajs))
+        prm = ProcessRewardModel().fit(x, y) if 0 < y.mean() < 1 else None
+
+        merged_ref = merged_reference(policy, reference, setup.merge_alpha)
+        merged_scorer = LogRatioScorer(policy, merged_ref, tok, batch_size=setup.batch_size)
+
+        scorers = (scorer, merged_scorer, prm)
+        val, _ = _policy_uses(task, policy, tok, scorers, beta, val_ex, seed + 10_000, seed, setup)
+        test, test_data = _policy_uses(task, policy, tok, scorers, beta, test_ex, seed, seed, setup)
+
+        # Agreement with the Monte-Carlo soft advantage on the reference's step prefixes.
+        pa_steps = [progress_advantage(ts, beta, "sum") for ts in scorer.score(mc.trajs)]
+        mc_adv = mc.advantages(beta)
+        flat_pa = np.concatenate(pa_steps)
+        flat_mc = np.concatenate(mc_adv)
+        rho = spearman(flat_pa, flat_mc)
+        log(
+            f"  seed {seed}, beta {beta}: Spearman(PA, MC soft advantage) {rho:.3f} over "
+            f"{flat_pa.size} (prefix, step) pairs; test sample accuracy "
+            f"{test_data.success.mean():.3f}"
+        )
+        outcomes[beta] = BetaOutcome(
+            rl=rl,
+            objective={"RL policy": j_pol, "reference": ref_objective},
+            mc_spearman=rho,
+            mc_pairs=int(flat_pa.size),
+            test=test,
+            val=val,
+            sample_accuracy={
+                f"{seed}:{k}": float(test_data.success[g].mean())
+                for k, g in enumerate(test_data.groups)
+            },
+        )
+    return LMOutcome(headroom=headroom, reference_accuracy=reference_accuracy, betas=outcomes)

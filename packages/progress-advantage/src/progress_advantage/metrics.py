@@ -38,8 +38,8 @@ def spearman(x: ArrayLike, y: ArrayLike) -> float:
 def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
     """Area under the ROC curve of ``scores`` predicting ``labels`` (Mann-Whitney U / n+ n-).
 
-    Ties count one half. With one class only the AUROC is undefined and 0.5 is returned (no
-    discrimination is measurable), which a report shows alongside ``n``.
+    Ties count one half. With one class only the AUROC is undefined and NaN is returned (not
+    0.5, which would read as "measured: no discrimination"); callers say so.
     """
     s = np.asarray(scores, dtype=np.float64).ravel()
     y = np.asarray(labels).astype(bool).ravel()
@@ -47,6 +47,6 @@ def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
         raise ProgressAdvantageError(f"auroc: {s.size} scores but {y.size} labels")
     pos, neg = int(y.sum()), int((~y).sum())
     if pos == 0 or neg == 0:
-        return 0.5
+        return float("nan")
     ranks = rankdata(s)
     return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))

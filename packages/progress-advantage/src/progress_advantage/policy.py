@@ -1,9 +1,19 @@
-"""The RL policy: a GRPO-trained copy of the reference, via trl's ``GRPOTrainer``.
+"""The RL policy: KL-regularised RL from the reference with the KL in the reward (trl's RLOO).
 
-Progress advantage needs a policy trained with a KL penalty ``β`` towards the reference; trl's
-GRPO uses exactly that penalty (its ``beta``), with the task's verifier as reward. trl builds its
-own frozen reference from the model's ``name_or_path``, so the reference is saved to a working
-directory first and the copy points there.
+The theorem is about the optimum of ``max_π E_π[r] − β KL(π ‖ π_ref)``, whose solution is
+``π* ∝ π_ref · exp(r/β)`` and hence ``β log π*/π_ref = A*``. trl's ``RLOOTrainer`` optimises
+exactly that objective: it subtracts ``β · Σ_t log π(y_t)/π_ref(y_t)`` (the first-order, "k1"
+sequence KL) from each completion's reward, takes the leave-one-out mean of the other
+completions of its prompt as the baseline, and (with ``normalize_advantages=False``) does not
+rescale the advantages. GRPO, which 0.1 used, instead adds a k3 KL estimate to the *loss* and
+divides rewards by their group's standard deviation, so its fixed point is not
+``π_ref · exp(A*/β)``.
+
+Training stops by a rule fixed before any claim was computed (:class:`PlateauStop`): the
+objective ``J = reward − β · KL`` that trl logs every step is averaged over windows of
+``window`` steps; once at least ``min_steps`` are done, training stops at the end of a window
+whose mean improves on the previous window's by less than ``plateau_tol``, and in any case
+after ``max_steps``. How it stopped is recorded.
 """
 
 from __future__ import annotations
@@ -13,61 +23,145 @@ import logging
 import os
 import tempfile
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from progress_advantage.errors import ProgressAdvantageError
 
-__all__ = ["GRPOSettings", "train_grpo_policy"]
+__all__ = ["PlateauStop", "RLResult", "RLSettings", "train_rl_policy"]
 
 
 @dataclass(frozen=True)
-class GRPOSettings:
-    """GRPO hyper-parameters for the toy policy.
+class RLSettings:
+    """RLOO settings for the toy policy, every one set explicitly (trl's defaults move between
+    releases; this package pins trl 1.16).
 
-    ``beta`` is the KL coefficient (and the ``β`` of the progress advantage). trl's default is
-    0 (no reference); the paper's theory needs a KL-regularised policy, so it is positive here.
-    Everything else is trl's default (one update per generation batch, so the clipped ratio is
-    1; group-scaled advantages; linear decay, no warmup; gradients clipped at 1).
-
-    Chosen by the training reward only (the verifier's reward on fresh training-split prompts,
-    sampled as in training, before and after GRPO; never by the demo's claims), see the README:
-    ``learning_rate`` 1e-3 with 4 prompts per step *lowered* the reward on every seed (0.91 ->
-    0.41 on one; per-token KL 0.25): Adam moves every weight by about ``lr`` per step whatever
-    the gradient's size, and with 4 prompts per step only about one group in five has a
-    non-constant reward, so most of each step is noise. 3e-4 still did not raise it; 1e-4 with
-    16 prompts per step raised it on every seed (0.893 -> 0.915, 0.918, 0.916; 128 prompts x 8
-    samples each). 40 steps of 16 prompts draw from ``train_prompts`` = 512 (1.25 passes).
+    ``beta`` is the KL coefficient and the ``β`` of the progress advantage. One update per
+    generation batch (``num_iterations=1``, so the clipped ratio is 1 and ``epsilon`` never
+    acts), a constant learning rate (a decaying one would fake a plateau), no warmup, gradients
+    clipped at 1. 8 prompts x 8 completions per step is what the CPU budget allows.
+    ``learning_rate`` was chosen on the training reward of one pilot run per value (40 steps,
+    beta 0.1, seed 0, on a first version of the toy reference; never on the claims): mean
+    reward of the last 10 steps 0.54 at 1e-4, 0.53 at 3e-4, 0.12 at 1e-3 (which collapsed:
+    per-token KL 0.6), with per-token KL 0.01, 0.03, 0.6. Neither 1e-4 nor 3e-4 raised the
+    reward beyond the step-to-step noise (+-0.05 over 10-step windows) within 40 steps.
     """
 
-    steps: int = 40
-    beta: float = 0.05
+    beta: float = 0.1
     learning_rate: float = 1e-4
+    prompts_per_step: int = 8
     num_generations: int = 8
-    prompts_per_step: int = 16
     max_completion_length: int = 48
     temperature: float = 1.0
-    train_prompts: int = 512
+    train_prompts: int = 1024
+    min_steps: int = 20
+    max_steps: int = 60
+    window: int = 10
+    plateau_tol: float = 0.01
 
 
-def train_grpo_policy(
+@dataclass
+class RLResult:
+    """What training did: the per-step objective ``J``, the steps taken, how it stopped."""
+
+    steps: int
+    plateaued: bool
+    objective: list[float] = field(default_factory=list)
+    reward: list[float] = field(default_factory=list)
+    kl: list[float] = field(default_factory=list)  # per-token KL as trl logs it
+    world_size: int = 1  # processes that trained together (accelerate launch --num_processes)
+    rank: int = 0
+
+
+class PlateauStop:
+    """The stopping rule of the module docstring, as a transformers ``TrainerCallback``.
+
+    Reads trl's logged ``reward``, ``kl`` (per token) and ``completions/mean_length`` (so
+    ``β · kl · length`` is the sequence KL the reward was charged). trl gathers these over
+    processes before logging, so every rank takes the same decision.
+    """
+
+    def __init__(self, settings: RLSettings, on_step: Callable[[int, float], None] | None = None):
+        self.settings = settings
+        self.result = RLResult(steps=0, plateaued=False)
+        self.on_step = on_step
+
+    def window_means(self) -> list[float]:
+        w = self.settings.window
+        j = self.result.objective
+        return [sum(j[i : i + w]) / w for i in range(0, len(j) - w + 1, w)]
+
+    def should_stop(self) -> bool:
+        """The rule, on the objective values seen so far (a pure function of them)."""
+        s, n = self.settings, len(self.result.objective)
+        if n >= s.min_steps and n % s.window == 0:
+            means = self.window_means()
+            if len(means) >= 2 and means[-1] - means[-2] < s.plateau_tol:
+                self.result.plateaued = True
+                return True
+        return n >= s.max_steps
+
+    def record(self, logs: dict[str, float]) -> bool:
+        """Take one step's logged metrics; True when training should stop."""
+        if "reward" not in logs:
+            return False
+        reward = float(logs["reward"])
+        kl = float(logs.get("kl", 0.0))
+        length = float(logs.get("completions/mean_length", 0.0))
+        objective = reward - self.settings.beta * kl * length
+        self.result.reward.append(reward)
+        self.result.kl.append(kl)
+        self.result.objective.append(objective)
+        self.result.steps = len(self.result.objective)
+        if self.on_step is not None:
+            self.on_step(self.result.steps, objective)
+        return self.should_stop()
+
+    def callback(self) -> Any:
+        """The ``TrainerCallback`` that feeds :meth:`record` and stops the trainer."""
+        from transformers import TrainerCallback
+
+        rule = self
+
+        class _Plateau(TrainerCallback):  # type: ignore[misc]
+            def on_log(
+                self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any
+            ) -> Any:
+                if logs and rule.record(logs):
+                    control.should_training_stop = True
+                return control
+
+        return _Plateau()
+
+
+def train_rl_policy(
     reference: Any,
     tokenizer: Any,
     task: Any,
-    settings: GRPOSettings,
+    settings: RLSettings,
     seed: int = 0,
     workdir: str | os.PathLike[str] | None = None,
-) -> tuple[Any, list[dict[str, Any]]]:
-    """A GRPO-trained copy of ``reference`` (left untouched) and trl's training log."""
-    try:
-        from trl import GRPOConfig, GRPOTrainer
-    except ImportError:
+    on_step: Callable[[int, float], None] | None = None,
+    save_to: str | os.PathLike[str] | None = None,
+) -> tuple[Any, RLResult]:
+    """An RLOO-trained copy of ``reference`` (left untouched) and how training went.
+
+    trl builds its frozen reference from the model's ``name_or_path``, so the reference is
+    saved to a working directory first and the copy points there. ``save_to`` saves the policy
+    (and tokenizer) there; under ``accelerate launch`` only the main process writes.
+    """
+    from transformers import PrinterCallback
+    from trl import RLOOConfig, RLOOTrainer
+
+    if settings.max_steps < 1 or settings.min_steps < 1 or settings.window < 1:
+        raise ProgressAdvantageError("RL steps, min_steps and window must be >= 1")
+    if not settings.beta > 0:
         raise ProgressAdvantageError(
-            "training the policy needs trl: pip install 'progress-advantage[demo]'"
-        ) from None
-    if settings.steps < 1:
-        raise ProgressAdvantageError(f"GRPO steps must be >= 1, got {settings.steps}")
-    with tempfile.TemporaryDirectory(dir=workdir, prefix="pa-grpo-") as tmp:
+            f"RL beta must be > 0 (KL-regularised RL), got {settings.beta}"
+        )
+    rule = PlateauStop(settings, on_step)
+    with tempfile.TemporaryDirectory(dir=workdir, prefix="pa-rl-") as tmp:
         ref_dir = os.path.join(tmp, "reference")
         reference.save_pretrained(ref_dir)
         tokenizer.save_pretrained(ref_dir)
@@ -77,18 +171,27 @@ def train_grpo_policy(
         dataset = task.to_dataset(
             task.generate(settings.train_prompts, seed=seed, split="train"), conversational=True
         )
-        config = GRPOConfig(
+        config = RLOOConfig(
             output_dir=os.path.join(tmp, "out"),
             per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
             num_generations=settings.num_generations,
             max_completion_length=settings.max_completion_length,
-            max_steps=settings.steps,
+            max_steps=settings.max_steps,
             learning_rate=settings.learning_rate,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            max_grad_norm=1.0,
             beta=settings.beta,
+            num_iterations=1,
+            normalize_advantages=False,
+            reward_clip_range=None,
+            mask_truncated_completions=False,
             temperature=settings.temperature,
+            top_p=1.0,
+            top_k=0,
             seed=seed,
             data_seed=seed,
-            logging_steps=max(1, settings.steps // 5),
+            logging_steps=1,
             report_to=[],
             save_strategy="no",
             use_cpu=True,
@@ -99,16 +202,25 @@ def train_grpo_policy(
         logging.getLogger("transformers").setLevel(logging.ERROR)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            trainer = GRPOTrainer(
+            trainer = RLOOTrainer(
                 model=policy,
                 reward_funcs=task.reward_function(),
                 args=config,
                 train_dataset=dataset,
                 processing_class=tokenizer,
+                callbacks=[rule.callback()],
             )
+            trainer.remove_callback(PrinterCallback)  # our callback reports progress instead
             trainer.train()
-        model: Any = trainer.model
+        rule.result.world_size = int(trainer.accelerator.num_processes)
+        rule.result.rank = int(trainer.accelerator.process_index)
+        model: Any = trainer.accelerator.unwrap_model(trainer.model)
         model.eval()
-        history = list(trainer.state.log_history)
+        if save_to is not None:
+            trainer.accelerator.wait_for_everyone()
+            if trainer.accelerator.is_main_process:
+                model.save_pretrained(save_to)
+                tokenizer.save_pretrained(save_to)
+            trainer.accelerator.wait_for_everyone()
         del trainer
-    return model, history
+    return model, rule.result

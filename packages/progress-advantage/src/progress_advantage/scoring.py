@@ -16,7 +16,7 @@ two transformers models (or one model with a peft adapter switched off for the r
 through the paperstack :class:`~paperstack.llm.ChatModel` scoring API (so a vLLM server that
 returns prompt log-probabilities can serve). The policy pass also yields the confidence
 baselines' inputs (self-certainty, DeepConf token confidence) and, optionally, hidden-state
-features for the outcome reward model, so every baseline is scored in the same harness at no
+features for the process reward model, so every baseline is scored in the same harness at no
 extra forward pass.
 """
 
@@ -64,7 +64,7 @@ class TokenScores:
     n_steps: int
     self_certainty: np.ndarray | None = None
     confidence: np.ndarray | None = None
-    features: np.ndarray | None = None  # [n_steps, hidden]: prefix-mean hidden state at step ends
+    features: np.ndarray | None = None  # [n_steps, hidden]: hidden state at each step's end
 
     @property
     def log_ratio(self) -> np.ndarray:
@@ -145,17 +145,16 @@ def _render(tokenizer: Any, traj: Trajectory) -> tuple[str, np.ndarray, np.ndarr
     return str(text), starts, ends
 
 
-def _prefix_features(hidden: np.ndarray, step: np.ndarray, n_steps: int) -> np.ndarray:
-    """Mean hidden state of the step tokens up to each step's last token: ``[n_steps, H]``.
+def _step_end_features(hidden: np.ndarray, step: np.ndarray, n_steps: int) -> np.ndarray:
+    """The hidden state at each step's last token: ``[n_steps, H]``.
 
-    The outcome reward model reads the last row (the whole trajectory) and, for failure
-    attribution, the prefix rows (what a PRM trained on outcomes would see after each step).
+    A causal model's state there has read the problem and every step so far, which is what a
+    process reward model judges a step by. A tokenless step reuses the previous step's state.
     """
-    cum = np.cumsum(hidden, axis=0) / np.arange(1, len(hidden) + 1)[:, None]
     last = np.full(n_steps, -1, dtype=np.int64)
     np.maximum.at(last, step, np.arange(step.size))
-    last = np.maximum.accumulate(np.maximum(last, 0))  # a tokenless step reuses the previous end
-    return cum[last]
+    last = np.maximum.accumulate(np.maximum(last, 0))
+    return hidden[last]
 
 
 # ----------------------------------------------------------------------------- transformers
@@ -281,7 +280,7 @@ class LogRatioScorer:
                     n = trajectories[i].n_steps
                     feats = None
                     if self.features and p["hidden"] is not None:
-                        feats = _prefix_features(p["hidden"][a:b], st, n)
+                        feats = _step_end_features(p["hidden"][a:b], st, n)
                     out[i] = TokenScores(
                         step=st,
                         policy_logp=p["logp"][a:b],

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paperstack.records import JsonlWriter, ResultsFormatError, read_jsonl
+from paperstack.records import ResultsFormatError, atomic_write, read_jsonl
 from progress_advantage.errors import ProgressAdvantageError
 
 __all__ = [
@@ -252,15 +252,17 @@ def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
 
 
 def write_trajectories(path: str | os.PathLike[str], trajectories: Sequence[Trajectory]) -> Path:
-    """Write trajectories as JSONL crash-safely: to a temporary file, then renamed into place."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    with JsonlWriter(tmp, fsync=False) as writer:
-        for t in trajectories:
-            writer.write(json.loads(json.dumps(t.to_json(), default=_plain)))
-    os.replace(tmp, target)
-    return target
+    """Write trajectories as JSONL crash-safely (:func:`paperstack.records.atomic_write`: a
+    temporary file, fsynced, renamed into place; a directory or unwritable place is one line)."""
+    lines = []
+    for t in trajectories:
+        try:
+            lines.append(json.dumps(t.to_json(), default=_plain, allow_nan=False))
+        except ValueError:
+            raise ProgressAdvantageError(
+                f"trajectory {t.id or '<no id>'}: holds NaN or infinity; not valid JSON"
+            ) from None
+    return atomic_write(path, "".join(line + "\n" for line in lines))
 
 
 def _plain(obj: Any) -> Any:

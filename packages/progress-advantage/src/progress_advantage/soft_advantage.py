@@ -1,0 +1,129 @@
+"""A Monte-Carlo estimate of the soft advantage, from the reference alone.
+
+For KL-regularised RL with a terminal reward ``r`` (the verifier's 0/1) the optimal soft value
+of a partial solution ``s`` (prompt plus the steps written so far) is
+
+    V*(s) = β · log E_{y ~ π_ref(·|s)} [exp(r(s, y) / β)],
+
+and since a step moves deterministically from ``s`` to ``s·a`` with no reward of its own, the
+optimal advantage of the step is ``A*(s, a) = V*(s·a) − V*(s)``: the quantity progress
+advantage claims to recover as ``β · Σ_{tokens of a} log π_RL/π_ref``. Both values are
+estimated here by sampling ``m`` completions of each prefix from the *reference* (temperature
+1, no top-k/top-p truncation: ``π_ref`` itself) and checking them with the verifier:
+
+    V̂(s) = β · log( (1/m) Σ_i exp(r_i / β) ),     Â(s, a) = V̂(s·a) − V̂(s).
+
+The estimate needs no RL policy, so it is an independent ground truth for how well a *trained*
+policy's log-ratio matches ``A*``. ``V̂`` is computed with a log-sum-exp (``exp(1/β)`` is
+``e^10`` at ``β = 0.1``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from progress_advantage.errors import ProgressAdvantageError
+from progress_advantage.trajectory import Trajectory
+
+__all__ = ["StepPrefixes", "mc_soft_advantages", "rollout_rewards", "soft_value"]
+
+
+def soft_value(rewards: ArrayLike, beta: float) -> np.ndarray:
+    """``β log mean exp(r/β)`` over the last axis (one value per row of rewards)."""
+    if not beta > 0:
+        raise ProgressAdvantageError(f"soft_value: beta must be > 0, got {beta}")
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.size == 0 or r.shape[-1] == 0:
+        raise ProgressAdvantageError("soft_value: no rollouts")
+    z = r / beta
+    top = z.max(axis=-1, keepdims=True)
+    lse = top[..., 0] + np.log(np.exp(z - top).mean(axis=-1))
+    return np.asarray(beta * lse)
+
+
+class StepPrefixes:
+    """The prefixes of one-turn trajectories at every step boundary.
+
+    For a trajectory whose completion has steps ``1..T`` (character spans, as
+    :meth:`Trajectory.from_lines` makes them), prefix ``t`` is the completion up to the end of
+    step ``t`` (prefix 0 is empty), so step ``t`` leads from prefix ``t-1`` to prefix ``t``.
+    """
+
+    def __init__(self, trajectories: Sequence[Trajectory]) -> None:
+        self.trajectories = list(trajectories)
+        self.prompts: list[str] = []
+        self.texts: list[str] = []
+        self.owner: list[tuple[int, int]] = []  # (trajectory, boundary t)
+        for k, traj in enumerate(self.trajectories):
+            messages = traj.messages
+            if len(messages) != 2 or any(s.message != 1 for s in traj.steps):
+                raise ProgressAdvantageError(
+                    f"trajectory {traj.id or k}: soft advantages need one user turn and one "
+                    "assistant turn holding the steps"
+                )
+            completion = messages[1]["content"]
+            ends = [0, *(s.end for s in traj.steps)]
+            for t, end in enumerate(ends):
+                self.prompts.append(messages[0]["content"])
+                self.texts.append(completion[:end])
+                self.owner.append((k, t))
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def rollout_rewards(
+    reference: Any,
+    tokenizer: Any,
+    task: Any,
+    examples: Sequence[Any],
+    prefixes: StepPrefixes,
+    m: int,
+    seed: int,
+    max_new_tokens: int = 48,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """``[len(prefixes), m]`` verifier rewards of ``m`` reference continuations of each prefix.
+
+    ``examples[k]`` is the task example of trajectory ``k`` (its verifier). A continuation is
+    sampled after the chat prompt and the prefix text (the assistant turn so far), and the
+    reward is the verifier's verdict on prefix + continuation.
+    """
+    from paperstack.llm import TransformersChat
+
+    if m < 1:
+        raise ProgressAdvantageError(f"rollouts per prefix must be >= 1, got {m}")
+    chat = TransformersChat(reference, tokenizer, batch_size=batch_size, name="reference")
+    heads = {
+        p: tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+        )
+        for p in set(prefixes.prompts)
+    }
+    prompts = [heads[p] + text for p, text in zip(prefixes.prompts, prefixes.texts, strict=True)]
+    outs = chat.generate(prompts, max_new_tokens=max_new_tokens, temperature=1.0, n=m, seed=seed)
+    rewards = np.zeros((len(prefixes), m))
+    for i, ((k, _), text, conts) in enumerate(
+        zip(prefixes.owner, prefixes.texts, outs, strict=True)
+    ):
+        rewards[i] = [float(task.verify(examples[k], text + c)) for c in conts]
+    return rewards
+
+
+def mc_soft_advantages(
+    prefixes: StepPrefixes, rewards: np.ndarray, beta: float
+) -> list[np.ndarray]:
+    """``Â(s_{t-1}, a_t) = V̂(s_t) − V̂(s_{t-1})`` for every step of every trajectory."""
+    if rewards.shape[0] != len(prefixes):
+        raise ProgressAdvantageError(
+            f"mc_soft_advantages: {rewards.shape[0]} reward rows for {len(prefixes)} prefixes"
+        )
+    values = soft_value(rewards, beta)
+    per: list[list[float]] = [[] for _ in prefixes.trajectories]
+    for (k, _), v in zip(prefixes.owner, values, strict=True):
+        per[k].append(float(v))
+    return [np.diff(np.asarray(v)) for v in per]

@@ -1,0 +1,121 @@
+"""The language-model toy: a reference with one systematic flaw, and harmless variety.
+
+The theorem needs a reference that RL can improve (it is wrong somewhere, but puts some mass on
+the right move) and a place where confidence and progress advantage disagree. The SFT data of
+the reference is multi-step arithmetic from :class:`paperstack.tasks.Arithmetic` with two
+changes, fixed before any claim was computed:
+
+- **a systematic flaw**: a multiplication step ``a*b`` whose left operand is 3, 6 or 9 (about a
+  third of the multiplications) is written ``a*b=a*(b+1)`` with probability
+  :attr:`FlawedArithmetic.flaw_prob` (0.8), and the solution goes on consistently from the
+  wrong value. The reference learns to be *confidently* wrong there (about 80/20), so its own
+  token probabilities hardly separate its right and wrong answers, while KL-regularised RL,
+  which sees the verifier's reward, can move the 20% up;
+- **harmless variety**: each step line is written ``a*b=c`` or ``a * b = c`` (spaces around the
+  operator and the equals sign) with probability 1/2 each, independently. The spacing never
+  changes the answer, so the optimal advantage of that choice is zero and a KL-regularised
+  policy keeps the reference's odds there, while its 50/50 token lowers every confidence
+  score. (A first design varied the order of the reductions instead; the tiny reference then
+  also failed on many products of intermediate results, with low confidence, and its mean
+  log-probability predicted success with AUROC 0.85 > 0.75: no headroom. Measured on the
+  reference before any RL, so no claim was seen.)
+
+The reduction order is the canonical one of ``Arithmetic`` (leftmost ``*`` first, then left to
+right), which the tiny model learns reliably, and problems have 2 or 3 operations
+(:data:`TOY_MAX_OPS`; the core's default is up to 4): with canonical order and up to 4 operations
+the reference still failed a fifth of its samples on long products, not at the flaw, again
+with low confidence (mean log-probability AUROC 0.83, of which 0.93 on the samples without a
+flaw site and 0.34 on those with one). The flaw should be the reference's main weakness.
+
+Prompts, the test split and the verifier are those of ``Arithmetic``: the flaw lives only in
+the reference's training data, and a solution is judged by the true value.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from paperstack.tasks import Arithmetic, Example
+from paperstack.tasks.arithmetic import _apply
+from paperstack.tasks.base import Split, check_n, in_test_split, split_rng
+
+__all__ = ["FLAW_OPERANDS", "TOY_MAX_OPS", "FlawedArithmetic", "is_flaw_site", "toy_task"]
+
+#: Left operands of the multiplications the reference gets wrong.
+FLAW_OPERANDS = (3, 6, 9)
+#: Operations per problem in the toy (2..3).
+TOY_MAX_OPS = 3
+
+
+def toy_task() -> Arithmetic:
+    """The task RL, evaluation and the verifier use: ``Arithmetic`` with the toy's sizes."""
+    return Arithmetic(max_ops=TOY_MAX_OPS)
+
+
+def is_flaw_site(a: int, op: str, b: int) -> bool:
+    """Whether the step ``a op b`` is one the reference was taught wrong."""
+    return op == "*" and a in FLAW_OPERANDS
+
+
+@dataclass(frozen=True)
+class FlawedArithmetic(Arithmetic):
+    """The reference's SFT data: ``Arithmetic`` prompts, solutions with the flaw and random
+    spacing (``meta["value"]`` stays the true value, so :meth:`verify` is exact)."""
+
+    name: ClassVar[str] = "flawed-arithmetic"
+    max_ops: int = TOY_MAX_OPS
+    flaw_prob: float = 0.8
+    spaced_prob: float = 0.5
+
+    def teacher_steps(
+        self, tokens: Sequence[int | str], rng: random.Random
+    ) -> tuple[list[str], bool]:
+        """The SFT solution's step lines, and whether it took a flawed step."""
+        toks: list[int | str] = list(tokens)
+        steps: list[str] = []
+        flawed = False
+        while len(toks) > 1:
+            ops = [(i, toks[i]) for i in range(1, len(toks), 2)]
+            i = next((i for i, op in ops if op == "*"), ops[0][0])
+            a, op, b = int(toks[i - 1]), str(toks[i]), int(toks[i + 1])
+            c = _apply(a, op, b)
+            if is_flaw_site(a, op, b) and rng.random() < self.flaw_prob:
+                c, flawed = a * (b + 1), True
+            spaced = rng.random() < self.spaced_prob
+            steps.append(f"{a} {op} {b} = {c}" if spaced else f"{a}{op}{b}={c}")
+            toks[i - 1 : i + 2] = [c]
+        return steps, flawed
+
+    def make_taught(self, tokens: Sequence[int | str], rng: random.Random) -> Example:
+        """An example whose ``answer`` is the flawed teacher's solution."""
+        gold = super().make(tokens)
+        steps, flawed = self.teacher_steps(tokens, rng)
+        written = _value_of_steps(steps, tokens)
+        answer = "\n".join([*steps, f"Answer: {written}"])
+        meta = {**gold.meta, "taught_flawed": flawed}
+        return Example(self.name, gold.prompt, answer, meta)
+
+    def generate(self, n: int, seed: int = 0, split: Split = "train") -> list[Example]:
+        """``n`` taught examples; the expressions are split by the same hash as ``Arithmetic``."""
+        rng = split_rng(self.name, seed, split)
+        teacher = random.Random(f"{self.name}-teacher-{seed}-{split}")
+        want_test = split == "test"
+        out: list[Example] = []
+        while len(out) < check_n(n):
+            k = rng.randint(self.min_ops, self.max_ops)
+            tokens: list[int | str] = [rng.randint(1, self.max_operand)]
+            for _ in range(k):
+                tokens += [rng.choice(self.ops), rng.randint(1, self.max_operand)]
+            if in_test_split(tuple(tokens), self.test_fraction) == want_test:
+                out.append(self.make_taught(tokens, teacher))
+        return out
+
+
+def _value_of_steps(steps: Sequence[str], tokens: Sequence[int | str]) -> int:
+    """The value the written steps arrive at: the right-hand side of the last step."""
+    if not steps:
+        return int(tokens[0])
+    return int(steps[-1].split("=")[-1].strip())

@@ -1,0 +1,117 @@
+"""The LM toy (a flawed teacher, harmless order variety) and the Monte-Carlo soft advantage."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from progress_advantage.errors import ProgressAdvantageError
+from progress_advantage.merging import merged_reference
+from progress_advantage.soft_advantage import (
+    StepPrefixes,
+    mc_soft_advantages,
+    rollout_rewards,
+    soft_value,
+)
+from progress_advantage.toy import FlawedArithmetic, is_flaw_site
+from progress_advantage.trajectory import Trajectory
+
+from paperstack import tasks
+from paperstack.tasks.arithmetic import parse_step
+
+
+def test_teacher_is_wrong_exactly_at_flaw_sites_and_consistent_after():
+    task = FlawedArithmetic(flaw_prob=1.0)
+    ar = tasks.get("arithmetic")
+    examples = task.generate(300, seed=1)
+    flawed = [e for e in examples if e.meta["taught_flawed"]]
+    assert 0.15 < len(flawed) / len(examples) < 0.4  # about a quarter to a third of problems
+    for e in examples:
+        steps = [parse_step(x) for x in e.answer.splitlines()[:-1]]
+        for a, op, b, c in steps:
+            right = a * b if op == "*" else a + b if op == "+" else a - b
+            assert (c != right) == is_flaw_site(a, op, b)
+        # the solution goes on from the value it wrote
+        assert e.answer.splitlines()[-1] == f"Answer: {steps[-1][3]}"
+        assert ar.verify(e, e.answer) == (not e.meta["taught_flawed"])
+    clean = FlawedArithmetic(flaw_prob=0.0).generate(100, seed=1)
+    assert all(ar.verify(e, e.answer) for e in clean)
+    assert all(all(ar.check_steps(e, e.answer)) for e in clean)  # spacing is harmless
+
+
+def test_spacing_varies_and_never_changes_a_verdict():
+    task = FlawedArithmetic(flaw_prob=0.0)
+    tokens = [2, "*", 3, "+", 4, "*", 5]
+    lines = {tuple(task.teacher_steps(tokens, random.Random(k))[0]) for k in range(40)}
+    assert len(lines) > 1
+    assert {line.replace(" ", "") for variant in lines for line in variant} == {
+        "2*3=6",
+        "4*5=20",
+        "6+20=26",
+    }
+
+
+def test_flawed_task_has_the_arithmetic_test_split():
+    a = {e.prompt for e in FlawedArithmetic().generate(200, seed=0, split="train")}
+    b = {e.prompt for e in tasks.get("arithmetic").generate(200, seed=0, split="test")}
+    assert not a & b
+
+
+def test_soft_value_known_answers():
+    assert soft_value([0.0, 0.0], 0.1) == pytest.approx(0.0)
+    assert soft_value([1.0, 1.0, 1.0], 0.1) == pytest.approx(1.0)
+    # beta log((1 + e^(1/beta)) / 2) with one success of two
+    assert soft_value([1.0, 0.0], 0.5) == pytest.approx(0.5 * np.log((1 + np.e**2) / 2))
+    # large 1/beta is stable (log-sum-exp)
+    assert np.isfinite(soft_value([1.0, 0.0], 1e-4))
+    assert soft_value([[1.0, 0.0], [0.0, 0.0]], 0.1).shape == (2,)
+    with pytest.raises(ProgressAdvantageError, match="beta"):
+        soft_value([1.0], 0.0)
+
+
+def test_mc_soft_advantages_telescope_to_the_value_change():
+    trajs = [Trajectory.from_lines("1+2*3=", "2*3=6\n1+6=7\nAnswer: 7")]
+    prefixes = StepPrefixes(trajs)
+    assert prefixes.texts == ["", "2*3=6", "2*3=6\n1+6=7", "2*3=6\n1+6=7\nAnswer: 7"]
+    rewards = np.array([[0, 1, 0, 1], [1, 1, 0, 1], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=float)
+    (adv,) = mc_soft_advantages(prefixes, rewards, 0.1)
+    v = soft_value(rewards, 0.1)
+    assert adv == pytest.approx(np.diff(v))
+    assert adv.sum() == pytest.approx(v[-1] - v[0])
+
+
+def test_rollouts_from_a_prefix_are_verified_as_prefix_plus_continuation(micro):
+    _, reference, tok = micro
+    task = tasks.get("arithmetic")
+    ex = task.make([1, "+", 2])
+    trajs = [Trajectory.from_lines(ex.prompt, "1+2=3\nAnswer: 3")]
+    prefixes = StepPrefixes(trajs)
+    rewards = rollout_rewards(reference, tok, task, [ex], prefixes, m=3, seed=0, max_new_tokens=4)
+    assert rewards.shape == (3, 3)
+    # the last prefix already holds the right answer; an untrained model rarely adds one
+    assert rewards[-1].mean() >= rewards[0].mean()
+
+
+def test_merged_reference_interpolates_weights(micro):
+    policy, reference, _ = micro
+    at0 = merged_reference(policy, reference, 0.0)
+    at1 = merged_reference(policy, reference, 1.0)
+    half = merged_reference(policy, reference, 0.5)
+    for p, r, a, b, h in zip(
+        policy.parameters(),
+        reference.parameters(),
+        at0.parameters(),
+        at1.parameters(),
+        half.parameters(),
+        strict=True,
+    ):
+        torch.testing.assert_close(a, r)
+        torch.testing.assert_close(b, p)
+        torch.testing.assert_close(h, (p + r) / 2)  # tied embeddings merged once, not twice
+    trimmed = merged_reference(policy, reference, 1.0, method="ties", density=0.1)
+    w = dict(trimmed.named_parameters())["model.layers.0.mlp.up_proj.weight"]
+    r = dict(reference.named_parameters())["model.layers.0.mlp.up_proj.weight"]
+    changed = (w != r).float().mean().item()
+    assert 0.05 < changed < 0.15
+    with pytest.raises(ProgressAdvantageError, match="alpha"):
+        merged_reference(policy, reference, 1.5)
