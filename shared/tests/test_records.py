@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,6 +175,66 @@ def test_rows_check_their_samples_and_proportions() -> None:
     row = Row.from_seeds("a", "m", {0: 0.1, 1: 0.3})
     assert row.seeds == {"0": 0.1, "1": 0.3}
     assert row.n == 2
+
+
+def _gated(tmp_path: Path) -> tuple[Path, list[Claim]]:
+    """A premise that is not held (the floor) and a claim resting on it that would be held."""
+    rows = _rows()
+    floor = Claim.compare(
+        "floor", "method reaches 95%", rows, ("method", "acc", "test"), "ge", 0.95
+    )
+    beats = Claim.compare(
+        "beats",
+        "method beats baseline",
+        rows,
+        ("method", "acc", "test"),
+        "gt",
+        ("baseline", "acc", "test"),
+        requires=[floor],
+    )
+    res = Results(manifest=Manifest.collect("demo-pkg", "0.1.0"), rows=rows, claims=[floor, beats])
+    return write_results(tmp_path, res), [floor, beats]
+
+
+def test_a_claim_whose_premise_is_not_held_is_inconclusive(tmp_path: Path) -> None:
+    path, (floor, beats) = _gated(tmp_path)
+    assert floor.verdict == "not_held"
+    # Its own interval clears the margin (0.07 [0.03, 0.11]), yet the toy's premise failed.
+    assert beats.ci95 is not None
+    assert beats.ci95[0] > 0
+    assert beats.verdict == "inconclusive"
+    assert beats.unmet == ("floor",)
+    assert "premise `floor` not held" in beats.describe()
+    assert load_results(path).claims[1].unmet == ("floor",)  # check() recomputes the gate
+    rows = _rows()
+    held = Claim.compare("ok", "acc above 80%", rows, ("method", "acc", "test"), "gt", 0.8)
+    free = Claim.compare(
+        "beats", "s", rows, ("method", "acc", "test"), "gt", ("baseline", "acc", "test"),
+        requires=[held],
+    )  # fmt: skip
+    assert free.verdict == "held"
+    assert free.unmet == ()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda d: d["claims"][1].update(unmet=[], verdict="held", held=True),
+            "unmet premises: recomputed ['floor'], stored []",
+        ),
+        (lambda d: d["claims"][1].update(requires=["later"], unmet=[]), "not an earlier claim"),
+        (lambda d: d["claims"][1].update(requires=[]), "are not among requires"),
+        (lambda d: d["claims"].reverse(), "'floor' is not an earlier claim"),
+    ],
+)
+def test_a_stored_gate_that_does_not_follow_is_rejected(tmp_path: Path, mutate, message) -> None:
+    path, _ = _gated(tmp_path)
+    data = json.loads(path.read_text())
+    mutate(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match=re.escape(message)):
+        load_results(path)
 
 
 def test_claim_naming_a_missing_row_is_rejected() -> None:

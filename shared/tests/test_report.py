@@ -43,6 +43,17 @@ def test_claims_table_escapes_and_explains() -> None:
     assert "1 held / 0 not held / 0 inconclusive" in text
 
 
+def test_claims_table_names_the_premise_that_gated_a_claim() -> None:
+    res = _results()
+    premise = Claim.compare("premise", "baseline fails", res.rows, ("baseline", "acc"), "lt", 0.5)
+    gated = Claim.compare(
+        "beats", "b", res.rows, ("method", "acc"), "gt", ("baseline", "acc"), requires=[premise]
+    )
+    text = claims_table([premise, gated])
+    assert "| beats | **inconclusive** (premise `premise` not held) |" in text
+    assert "0.112 [0.0637, 0.161]" in text  # what was measured stays in the table
+
+
 def test_numbers_keep_the_precision_claims_need() -> None:
     assert format_value(0.99987, (0.99981, 0.99992)) == "0.999870 [0.999810, 0.999920]"
     assert format_value(12.045) == "12.045"

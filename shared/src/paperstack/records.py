@@ -658,6 +658,12 @@ class Claim(_Model):
     wholly on the other side, *inconclusive* otherwise. ``exact`` claims (a lossless round trip,
     a byte-identical rebuild) are deterministic and judged on the values. Build claims with
     :meth:`compare`; every judged field is derived and rechecked on load.
+
+    A claim can rest on premises (``requires``: earlier claims of the same results, such as
+    "the base model is sycophantic here" or "GRPO collapses pass@k on this toy"). When one of
+    them is not held, the toy cannot show the effect, so the claim is *inconclusive* whatever
+    its own interval says; ``unmet`` names those premises and ``diff``/``ci95`` still record
+    what was measured.
     """
 
     id: str = Field(min_length=1)
@@ -675,11 +681,17 @@ class Claim(_Model):
     n: int | None = None
     verdict: Verdict
     held: bool
+    requires: tuple[str, ...] = ()
+    unmet: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _held_is_verdict(self) -> Claim:
         if self.held != (self.verdict == "held"):
             raise ValueError(f"held={self.held} contradicts verdict {self.verdict!r}")
+        if not set(self.unmet) <= set(self.requires):
+            raise ValueError(f"unmet {list(self.unmet)} are not among requires")
+        if self.unmet and self.verdict != "inconclusive":
+            raise ValueError(f"premises {list(self.unmet)} not held but verdict {self.verdict!r}")
         return self
 
     @classmethod
@@ -694,8 +706,12 @@ class Claim(_Model):
         margin: float = 0.0,
         *,
         exact: bool = False,
+        requires: Sequence[Claim] = (),
     ) -> Claim:
-        """Judge ``lhs - rhs`` against ``margin`` on ``rows``; see the class docstring."""
+        """Judge ``lhs - rhs`` against ``margin`` on ``rows``; see the class docstring.
+
+        ``requires``: the premise claims this one rests on; if any is not held, the verdict is
+        inconclusive (and ``unmet`` names them)."""
         if op not in _OPS:
             raise ResultsFormatError(f"claim {id!r}: op {op!r} is not one of {sorted(_OPS)}")
         table = _index(rows)
@@ -709,6 +725,8 @@ class Claim(_Model):
             right = RowKey.of(rhs)
             rrow = _lookup(table, right, id)
         j = judge(op, lrow, rrow, float(margin), exact=exact)
+        unmet = tuple(p.id for p in requires if p.verdict != "held")
+        verdict: Verdict = "inconclusive" if unmet else j.verdict
         return cls(
             id=id,
             statement=statement,
@@ -723,9 +741,18 @@ class Claim(_Model):
             ci95=j.ci95,
             method=j.method,
             n=j.n,
-            verdict=j.verdict,
-            held=j.verdict == "held",
+            verdict=verdict,
+            held=verdict == "held",
+            requires=tuple(p.id for p in requires),
+            unmet=unmet,
         )
+
+    def premise_text(self) -> str:
+        """``premise `base_sycophantic` not held`` when premises gated the claim, else ``""``."""
+        if not self.unmet:
+            return ""
+        names = ", ".join(f"`{u}`" for u in self.unmet)
+        return f"premise {names} not held" if len(self.unmet) == 1 else f"premises {names} not held"
 
     def interval_text(self) -> str:
         """``0.07 [0.02, 0.12]``: the difference and its interval (or ``exact``)."""
@@ -751,8 +778,9 @@ class Claim(_Model):
             if self.op != "within"
             else (f"within ±{self.margin:.6g}")
         )
+        gate = f", {self.premise_text()}" if self.unmet else ""
         return (
-            f"{self.lhs} - {right} = {self.interval_text()} {op} ({how}): "
+            f"{self.lhs} - {right} = {self.interval_text()} {op} ({how}{gate}): "
             f"{VERDICT_TEXT[self.verdict]}"
         )
 
@@ -815,17 +843,25 @@ class Results(_Model):
                 f"field 'schema': {self.schema_} is not {SCHEMA_VERSION}{hint}"
             )
         table = _index(self.rows)
-        ids: set[str] = set()
+        verdicts: dict[str, Verdict] = {}
         for i, claim in enumerate(self.claims):
-            if claim.id in ids:
+            if claim.id in verdicts:
                 raise ResultsFormatError(f"field 'claims[{i}].id': duplicate claim {claim.id!r}")
-            ids.add(claim.id)
+            for premise in claim.requires:
+                if premise not in verdicts:
+                    raise ResultsFormatError(
+                        f"field 'claims[{i}].requires': {premise!r} is not an earlier claim"
+                    )
+            verdicts[claim.id] = claim.verdict
             lrow = _lookup(table, claim.lhs, claim.id)
             rrow = (
                 claim.rhs if isinstance(claim.rhs, float) else _lookup(table, claim.rhs, claim.id)
             )
             j = judge(claim.op, lrow, rrow, claim.margin, exact=claim.exact)
             rv = rrow if isinstance(rrow, float) else rrow.value
+            unmet = tuple(p for p in claim.requires if verdicts[p] != "held")
+            if unmet:
+                j = j._replace(verdict="inconclusive")
             stored_ci = claim.ci95 or (None, None)
             new_ci = j.ci95 or (None, None)
             same = (
@@ -834,13 +870,20 @@ class Results(_Model):
                 and _close(j.diff, claim.diff)
                 and all(_close(a, b) for a, b in zip(stored_ci, new_ci, strict=True))
                 and (j.method, j.n, j.verdict) == (claim.method, claim.n, claim.verdict)
+                and unmet == claim.unmet
             )
             if not same:
                 raise ResultsFormatError(
                     f"field 'claims[{i}]': claim {claim.id!r} does not follow from its rows "
                     f"(recomputed: {j.verdict}, d = {j.diff:.4g}, interval {j.ci95}, "
                     f"{j.method}; stored: {claim.verdict}, d = {claim.diff:.4g}, interval "
-                    f"{claim.ci95}, {claim.method})"
+                    f"{claim.ci95}, {claim.method}"
+                    + (
+                        f"; unmet premises: recomputed {list(unmet)}, stored {list(claim.unmet)}"
+                        if unmet != claim.unmet
+                        else ""
+                    )
+                    + ")"
                 )
         return self
 

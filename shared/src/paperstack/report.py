@@ -101,6 +101,8 @@ def claims_table(claims: Sequence[Claim]) -> str:
     for c in claims:
         verdict = VERDICT_TEXT[c.verdict]
         verdict = verdict if c.verdict == "held" else f"**{verdict}**"
+        if c.unmet:
+            verdict += f" ({c.premise_text()})"
         how = c.comparison() + f"; {c.method}" + (f", n={c.n}" if c.n is not None else "")
         if c.exact:
             interval = f"{format_number(c.diff)} (exact)"
