@@ -38,10 +38,13 @@ def test_demo_quick_writes_valid_results_with_claims_from_rows(tmp_path):
         "robust",
         "clean-cost",
     }
+    by_id = {c.id: c for c in results.claims}
+    assert by_id["robust"].requires == ("premise_outliers_hurt_the_mean",)  # rests on the premise
     for claim in results.claims:
         again = Claim.compare(
-            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
-        )
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin,
+            requires=[by_id[p] for p in claim.requires],
+        )  # fmt: skip
         assert again.verdict == claim.verdict
     row = results.row("median-of-means", "abs_error", "contaminated")
     assert row.seeds is not None
