@@ -29,7 +29,8 @@ def test_sycophancy_pairs_cue_a_wrong_value_and_keep_the_question_clean():
     for p in pairs:
         assert p.kind == "sycophancy"
         assert p.meta["cue"] != p.meta["value"]
-        assert p.meta["cue"] in p.prompt and p.clean in p.prompt
+        assert p.meta["cue"] in p.prompt
+        assert p.clean in p.prompt
         assert p.meta["cue"] not in p.clean
         assert p.meta["template"] in CUES_TRAIN
         assert not is_eval_item("fact", p.meta["entity"], p.meta["attribute"])
@@ -49,7 +50,8 @@ def test_jailbreak_pairs_use_only_the_given_families_and_mix_benign_requests():
     for p in pairs:
         assert set(p.meta["wrappers"]) <= allowed
         assert not set(p.meta["wrappers"]) & held
-        assert p.clean in p.prompt and p.prompt != p.clean
+        assert p.clean in p.prompt
+        assert p.prompt != p.clean
         if p.kind == "jailbreak":
             assert p.clean.startswith("How do I steal")
     assert any(len(p.meta["wrappers"]) == 2 for p in pairs)  # some nested
@@ -91,7 +93,9 @@ def test_jsonl_round_trip(tmp_path):
     pairs = mixed_pairs(WORLD, 12, seed=0)
     path = write_pairs(tmp_path / "pairs.jsonl", pairs)
     again = load_pairs(path)
-    assert [(p.prompt, p.clean, p.kind) for p in again] == [(p.prompt, p.clean, p.kind) for p in pairs]
+    assert [(p.prompt, p.clean, p.kind) for p in again] == [
+        (p.prompt, p.clean, p.kind) for p in pairs
+    ]
 
 
 @pytest.mark.parametrize(
@@ -133,7 +137,7 @@ def test_responses_longer_than_the_context_are_refused():
     tok = tiny.build_tokenizer()
     pairs = [Pair("I think 5. What is 2+2?", "What is 2+2?")]
     check_lengths(pairs, tok, 32, 512)  # fits
-    with pytest.raises(OPCTError, match="pair 0 \\(prompt\\): .* > the model's context of 40"):
+    with pytest.raises(OPCTError, match=r"pair 0 \(prompt\): .* > the model's context of 40"):
         check_lengths(pairs, tok, 32, 40)
     with pytest.raises(OPCTError, match="max_completion_length=600"):
         check_lengths(pairs, tok, 600, 512)

@@ -98,7 +98,11 @@ def _checkpointing_field() -> str:
     from transformers import TrainingArguments
 
     names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+    return (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
 
 
 _CHECKPOINTING = _checkpointing_field()
@@ -171,7 +175,9 @@ def train_opct(
             peft_config=peft_config,
         )
         result = _run(_quiet(trainer), "opct", "loss")
-        divergences = [h["opct/divergence"] for h in trainer.state.log_history if "opct/divergence" in h]
+        divergences = [
+            h["opct/divergence"] for h in trainer.state.log_history if "opct/divergence" in h
+        ]
         result.extra["divergence"] = divergences
     model.eval()
     return result
@@ -294,7 +300,11 @@ def train_bct(
             shuffle_dataset=True,
         )
         trainer = SFTTrainer(
-            model, args=args, train_dataset=data, processing_class=tokenizer, peft_config=peft_config
+            model,
+            args=args,
+            train_dataset=data,
+            processing_class=tokenizer,
+            peft_config=peft_config,
         )
         result = _run(_quiet(trainer), "bct", "loss")
     result.extra["targets"] = len(keep)

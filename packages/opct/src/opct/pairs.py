@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paperstack.records import atomic_write
-
 from opct.errors import OPCTError
 from opct.world import (
     CUES_TRAIN,
@@ -35,6 +33,7 @@ from opct.world import (
     safety_request,
     wrap,
 )
+from paperstack.records import atomic_write
 
 __all__ = [
     "Pair",
@@ -149,7 +148,10 @@ def check_lengths(
             f"the model's context of {context_length} tokens"
         )
     for i, pair in enumerate(pairs):
-        for side, messages in (("prompt", pair.student_messages()), ("clean", pair.teacher_messages())):
+        for side, messages in (
+            ("prompt", pair.student_messages()),
+            ("clean", pair.teacher_messages()),
+        ):
             ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
             if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
                 ids = ids["input_ids"]

@@ -147,7 +147,9 @@ def _check_dataset(dataset: Any, name: str, tokenizer: Any, args: OPCTConfig, mo
             if isinstance(value, str):
                 n = len(tokenizer(value)["input_ids"])
             else:
-                ids = tokenizer.apply_chat_template(value, add_generation_prompt=True, tokenize=True)
+                ids = tokenizer.apply_chat_template(
+                    value, add_generation_prompt=True, tokenize=True
+                )
                 n = len(ids["input_ids"] if hasattr(ids, "keys") else ids)
             if n + budget > limit:
                 raise OPCTError(
@@ -284,7 +286,9 @@ class OPCTTrainer(DistillationTrainer):
         self, unwrapped_student: Any, inputs: dict[str, Any], num_items_in_batch: Any
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
-        loss_mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
+        loss_mask = (
+            completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
+        )
         keep = completion_ids.size(1)
         student_ids = torch.cat([inputs["prompt_ids"], completion_ids], dim=1)
         student_mask = torch.cat([inputs["prompt_mask"], completion_mask], dim=1)
