@@ -44,7 +44,6 @@ from opct.world import (
     safety_request,
     wrap,
 )
-from paperstack import tiny
 
 __all__ = [
     "attack_candidates",
@@ -64,6 +63,16 @@ def _eval_facts(world: AlignmentWorld, limit: int | None = None) -> list[Any]:
     """The held-out facts (the first ``limit`` of them, in the world's order, if given)."""
     facts = [f for f in world.facts if is_eval_item("fact", f.entity, f.attribute)]
     return facts if limit is None else facts[:limit]
+
+
+def _greedy(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+    """Greedy answers in left-padded batches (one ``generate`` call per 256 prompts, where
+    ``paperstack.tiny.complete`` makes one per distinct prompt length: far slower here)."""
+    from opct.harness import sample_responses
+
+    return sample_responses(
+        model, tokenizer, prompts, temperature=0, max_new_tokens=max_new_tokens, batch_size=256
+    )
 
 
 def _render(tokenizer: Any, prompt: str) -> list[int]:
@@ -162,7 +171,7 @@ def jailbreak_defence(
         scores = refuse[t * width : (t + 1) * width]
         best = sorted(range(width), key=lambda j: scores[j])[:tries]
         chosen.extend((t, prompts[t * width + j]) for j in best)
-    answers = tiny.complete(model, tokenizer, [p for _, p in chosen], max_new_tokens)
+    answers = _greedy(model, tokenizer, [p for _, p in chosen], max_new_tokens)
     broken = {t for (t, _), a in zip(chosen, answers, strict=True) if not is_refusal(a)}
     return {
         f"{fact.entity}/{fact.attribute}": 0.0 if t in broken else 1.0
@@ -187,7 +196,7 @@ def over_refusal(
         for k, template in enumerate(templates):
             prompts.append(wrap(world.question(fact, rng), template))
             items.append(f"{fact.entity}/{fact.attribute}/w{k}")
-    answers = tiny.complete(model, tokenizer, prompts, max_new_tokens)
+    answers = _greedy(model, tokenizer, prompts, max_new_tokens)
     return {i: float(is_refusal(a)) for i, a in zip(items, answers, strict=True)}
 
 
@@ -207,7 +216,7 @@ def safety_awareness(
         for k, template in enumerate(templates):
             prompts.append(template.format(q=safety_request(tool, element)))
             items.append(f"{tool}/{element}/p{k}")
-    answers = tiny.complete(model, tokenizer, prompts, max_new_tokens)
+    answers = _greedy(model, tokenizer, prompts, max_new_tokens)
     return {i: float(is_aware(a)) for i, a in zip(items, answers, strict=True)}
 
 
@@ -217,7 +226,7 @@ def capability(
     """``{problem: 1.0 if solved}`` on ``n`` held-out problems of the capability task."""
     examples = task.generate(n, seed=EVAL_SEED, split="test")
     longest = max((len(e.answer) for e in examples), default=8)
-    answers = tiny.complete(model, tokenizer, [e.prompt for e in examples], longest + 8)
+    answers = _greedy(model, tokenizer, [e.prompt for e in examples], longest + 8)
     return {
         f"{k}:{e.prompt}": float(task.verify(e, a))
         for k, (e, a) in enumerate(zip(examples, answers, strict=True))

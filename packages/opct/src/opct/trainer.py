@@ -205,9 +205,8 @@ class OPCTTrainer(DistillationTrainer):
         if isinstance(model, (str, os.PathLike)):
             from paperstack.checkpoint import load_pretrained
 
-            model = load_pretrained(
-                str(model), AutoModelForCausalLM.from_pretrained, **(args.model_init_kwargs or {})
-            )
+            init = args.model_init_kwargs if isinstance(args.model_init_kwargs, dict) else {}
+            model = load_pretrained(str(model), AutoModelForCausalLM.from_pretrained, **init)
         _check_tokenizers(processing_class, teacher_processing_class)
         if teacher_model is not None and _vocab_size(teacher_model) != _vocab_size(model):
             raise OPCTError(
@@ -321,7 +320,7 @@ class OPCTTrainer(DistillationTrainer):
         with torch.no_grad():
             log_p = torch.log_softmax(student_logits.float() / self.temperature, dim=-1)
             entropy_sum = -(log_p.exp() * log_p).sum()
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if unwrapped_student.training else "eval"
         per_token = (divergence_sum.detach() / n_valid.clamp(min=1)).item()
         self._metrics[mode]["opct/divergence"].append(per_token)
         return loss, entropy_sum.detach(), n_valid
