@@ -1,0 +1,236 @@
+"""``opct``: the command line of opct.
+
+- ``opct demo --out DIR``: the reproduction on the toy world (:mod:`opct.demo`): the base
+  model's failures (premise), then OPCT vs SFT (BCT) consistency training vs the base, per
+  seed; writes ``DIR/results.json``, ``DIR/report.md`` and figures. ``--quick`` is the
+  one-minute smoke version (micro model, a few steps: it measures nothing).
+- ``opct bench --out DIR``: wall time of an OPCT step over an SFT step (a ratio, paired per
+  repeat), and peak memory on CUDA, in ``DIR/bench.json``.
+- ``opct pairs --out FILE``: write the toy world's training pairs as JSONL (the format
+  ``demo --pairs`` and :func:`opct.load_pairs` read).
+
+The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--device``,
+``--model``, ``--no-progress``; results written atomically, verdicts printed) come from
+:class:`paperstack.contract.ContractCLI`. Heavy imports stay inside the commands so that
+``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from opct import __version__
+from paperstack.contract import ContractCLI, Report, Run, positive_float, positive_int
+
+cli = ContractCLI("opct", "opct", __version__, __doc__)
+
+MODEL_HELP = (
+    "a local model folder or hub id to use as the base instead of the toy world's tiny model "
+    "(it needs a chat template; the evaluation is the toy world's, so the premise only holds "
+    "for a model that learned it)"
+)
+
+
+def _threads() -> None:
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pairs", type=Path, default=None,
+                   help="JSONL file of your own pairs (prompt, clean[, kind, meta]) to train on "
+                   "instead of the toy world's")  # fmt: skip
+    p.add_argument("--steps", type=positive_int, default=None, help="training steps per method")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="pairs per step")
+    p.add_argument("--lr", type=positive_float, default=None, help="learning rate (both methods)")
+
+
+def _configured(run: Run) -> Any:
+    from opct.demo import QUICK, DemoConfig
+
+    config = QUICK if run.quick else DemoConfig()
+    changes = {
+        name: value
+        for name, value in (
+            ("steps", run.args.steps),
+            ("batch_size", run.args.batch_size),
+            ("learning_rate", run.args.lr),
+        )
+        if value is not None
+    }
+    import dataclasses
+
+    return dataclasses.replace(config, **changes)
+
+
+@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=3, model=MODEL_HELP, devices=("cpu",))
+def demo(run: Run) -> Report:
+    """OPCT against SFT consistency training and the base model (see :mod:`opct.demo`)."""
+    _threads()
+    from opct import demo as d
+    from opct.pairs import load_pairs
+    from opct.world import AlignmentWorld
+    from paperstack.report import bar_chart
+
+    config = _configured(run)
+    world = AlignmentWorld()
+    pairs = load_pairs(run.args.pairs) if run.args.pairs is not None else None
+    with run.progress(1 + len(run.seeds), "base + seeds") as bar:
+        start = time.perf_counter()
+        net, tok = d.load_base(config, run.model, world)
+        net.to(run.device)
+        base = d.evaluate(net, tok, world, config)
+        run.log(f"base model ready and evaluated in {time.perf_counter() - start:.0f} s")
+        bar.advance()
+        trained: dict[str, dict[int, Any]] = {"opct": {}, "sft": {}}
+        curves: dict[str, dict[int, list[float]]] = {"opct": {}, "sft": {}}
+        seconds: dict[str, dict[int, float]] = {"opct": {}, "sft": {}}
+        for seed in run.seeds:
+            result = d.run_seed(world, config, seed, run.model, pairs, run.device)
+            for method in ("opct", "sft"):
+                trained[method][seed] = result["evals"][method]
+                curves[method][seed] = result["train"][method]["losses"]
+                seconds[method][seed] = result["train"][method]["seconds"]
+            run.log(
+                f"seed {seed}: opct {seconds['opct'][seed]:.0f} s, "
+                f"sft {seconds['sft'][seed]:.0f} s of training"
+            )
+            bar.advance()
+    rows = d.rows_for(base, trained, run.seeds)
+    from paperstack.records import Row
+
+    for method in ("opct", "sft"):
+        rows.append(Row.from_seeds(method, "train_seconds", seconds[method], split="seeds",
+                                   unit="s"))  # fmt: skip
+    claims = d.claims_for(rows)
+    figures = [
+        bar_chart(rows, metric, run.out / f"{metric}.png", split="seeds", title=d.METRICS[metric])
+        for metric in ("sycophancy", "defence_heldout", "capability")
+    ]
+    figures.append(d.loss_figure(curves, run.out / "training_loss.png"))
+    source = f"your pairs from {run.args.pairs}" if pairs is not None else (
+        f"{config.pairs} toy-world pairs per seed (40% sycophancy cues, 40% jailbreak wrappers "
+        "of the training families, half of them benign, 20% safety pressure)"
+    )  # fmt: skip
+    intro = (
+        ("**--quick smoke run: the micro model after a few dozen steps; nothing is measured "
+         "here, read the full demo's report.** " if run.quick else "")
+        + f"Base model: {run.model or config.preset + ' preset on the toy world + arithmetic'}. "
+        f"Per seed ({', '.join(map(str, run.seeds))}) OPCT and SFT (BCT) consistency training "
+        f"each start from the base and train {config.steps} steps of {config.batch_size} pairs "
+        f"(lr {config.learning_rate:g}, sampling temperature {config.temperature:g}, responses "
+        f"up to {config.max_completion_length} tokens) on {source}. Evaluation on held-out cue "
+        "templates, wrapper families, pressure templates and targets. Rows of split `items` "
+        "are the base model per evaluation item (the premise); rows of split `seeds` are per "
+        "seed, so OPCT and SFT compare paired by seed (the base repeats its one value). "
+        "Toy scale: a 1-2M-parameter character-level model on a 2-core CPU. "
+        + d.premise_note(claims)
+    )  # fmt: skip
+    config_out = d.config_dict(config) | {
+        "pairs_file": str(run.args.pairs) if run.args.pairs is not None else None,
+        "metrics": d.METRICS,
+    }
+    return Report(rows, claims, title="opct: demo", intro=intro, figures=figures,
+                  config=config_out)  # fmt: skip
+
+
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (default 5)")
+    p.add_argument("--steps", type=positive_int, default=3, help="steps per timed run")
+
+
+@cli.bench(arguments=_bench_arguments, model=MODEL_HELP, devices=None)
+def bench(run: Run) -> Report:
+    """Time (and, on CUDA, peak memory) of OPCT steps over SFT steps on the same pairs."""
+    _threads()
+    import torch
+
+    from opct import demo as d
+    from opct.harness import TrainSettings, bct_targets, train_bct, train_opct
+    from opct.pairs import mixed_pairs
+    from opct.world import AlignmentWorld
+    from paperstack.records import Row
+
+    config = d.QUICK if run.quick else d.DemoConfig()
+    repeats = 2 if run.quick else run.args.repeats
+    world = AlignmentWorld()
+    pairs = mixed_pairs(world, max(64, config.batch_size * run.args.steps), seed=run.seed)
+    settings = TrainSettings(steps=run.args.steps, batch_size=config.batch_size,
+                             max_completion_length=config.max_completion_length,
+                             seed=run.seed, device=run.device)  # fmt: skip
+    cuda = run.device.startswith("cuda")
+    ratios: dict[int, float] = {}
+    memory: dict[int, float] = {}
+    times: dict[str, dict[int, float]] = {"opct": {}, "sft": {}}
+    with run.progress(repeats, "repeats") as bar:
+        for i in range(repeats):
+            peaks = {}
+            for method in ("opct", "sft"):
+                net, tok = d.load_base(config, run.model, world)
+                net.to(run.device)
+                targets = None
+                if method == "sft":
+                    targets = bct_targets(net, tok, pairs, seed=run.seed,
+                                          max_new_tokens=config.max_completion_length)  # fmt: skip
+                if cuda:
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                start = time.perf_counter()
+                if method == "opct":
+                    train_opct(net, tok, pairs, settings)
+                else:
+                    train_bct(net, tok, pairs, settings, targets=targets)
+                if cuda:
+                    torch.cuda.synchronize()
+                    peaks[method] = float(torch.cuda.max_memory_allocated())
+                times[method][i] = (time.perf_counter() - start) / settings.steps
+            ratios[i] = times["opct"][i] / times["sft"][i]
+            if cuda:
+                memory[i] = peaks["opct"] / peaks["sft"]
+            bar.advance()
+    rows = [
+        Row.from_seeds("opct", "step_seconds", times["opct"], unit="s"),
+        Row.from_seeds("sft", "step_seconds", times["sft"], unit="s"),
+        Row.from_seeds("opct/sft", "step_time_ratio", ratios),
+    ]
+    if memory:
+        rows.append(Row.from_seeds("opct/sft", "peak_memory_ratio", memory))
+    summary = (
+        f"an OPCT step takes {rows[2].value:.2f}x an SFT step "
+        f"({rows[0].value:.2f} s vs {rows[1].value:.2f} s, {repeats} repeats of "
+        f"{settings.steps} steps, batch {settings.batch_size}, device {run.device}"
+        + (f"; peak memory {rows[3].value:.2f}x" if memory else "; memory not measured on CPU")
+        + ")"
+    )
+    return Report(rows, summary=summary,
+                  config={"repeats": repeats, "steps": settings.steps,
+                          "batch_size": settings.batch_size, "preset": config.preset})  # fmt: skip
+
+
+def _pairs_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
+    p.add_argument("-n", type=positive_int, default=256, help="how many pairs (default 256)")
+    p.add_argument("--seed", type=int, default=0, help="draw seed (default 0)")
+
+
+@cli.command("pairs", "write the toy world's training pairs as JSONL", _pairs_arguments)
+def pairs_command(args: argparse.Namespace) -> int:
+    from opct.pairs import mixed_pairs, write_pairs
+    from opct.world import AlignmentWorld
+
+    path = write_pairs(args.out, mixed_pairs(AlignmentWorld(), args.n, seed=args.seed))
+    print(path)
+    return 0
+
+
+main = cli.main
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
