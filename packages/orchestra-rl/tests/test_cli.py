@@ -8,10 +8,11 @@ import pytest
 from orchestra_rl import __version__
 from orchestra_rl.cli import main
 
-from paperstack.records import Claim, load_results
+from paperstack.records import Claim, Row, load_results
 
+PREMISE = "premise_random_broadcast_no_gain"
 CLAIMS = {
-    "premise_random_broadcast_no_gain",
+    PREMISE,
     "learned_beats_random_broadcast",
     "learned_beats_best_fixed_topology",
     "gap_grows_with_n",
@@ -49,11 +50,20 @@ def test_demo_quick_writes_the_claims_judged_from_rows(quick_run):
     assert results.manifest.version == __version__
     assert {c.id for c in results.claims} == CLAIMS
     assert results.claims[0].id == "premise_random_broadcast_no_gain"  # the premise first
+    judged: dict[str, Claim] = {}
     for claim in results.claims:
         again = Claim.compare(
-            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
+            claim.id,
+            claim.statement,
+            results.rows,
+            claim.lhs,
+            claim.op,
+            claim.rhs,
+            claim.margin,
+            requires=[judged[p] for p in claim.requires],
         )
         assert again.verdict == claim.verdict
+        judged[claim.id] = again
     row = results.row("orchestra_rl", "accuracy", "N=4")
     assert sorted(row.seeds) == ["0", "1", "2"]  # per-seed values: claims are paired
     for system in ("single_shot", "self_consistency", "random_broadcast", "fixed_star"):
@@ -65,6 +75,47 @@ def test_demo_quick_writes_the_claims_judged_from_rows(quick_run):
     assert config["best_fixed_topology"]["N=4"].startswith("fixed_")
     assert (quick_run / "report.md").read_text().startswith("# orchestra-rl")
     assert "mode / topology" in (quick_run / "report.md").read_text()
+
+
+def _replace(rows: list[Row], system: str, split: str, values: list[float]) -> list[Row]:
+    kept = [
+        r for r in rows if not (r.system == system and r.metric == "accuracy" and r.split == split)
+    ]
+    return [*kept, Row.from_seeds(system, "accuracy", dict(enumerate(values)), split=split)]
+
+
+def test_method_claims_rest_on_the_premise_and_are_inconclusive_without_it(quick_run):
+    results = load_results(quick_run / "results.json")
+    claims = {c.id: c for c in results.claims}
+    for cid in CLAIMS - {PREMISE}:
+        assert claims[cid].requires == (PREMISE,)
+        if claims[PREMISE].verdict != "held":
+            assert claims[cid].verdict == "inconclusive"
+            assert claims[cid].unmet == (PREMISE,)
+    # Rows where the premise is clearly absent (random broadcast far above single-shot) and
+    # the learned policy clearly loses: alone the method claim is not held, gated it is
+    # inconclusive: the toy cannot show the effect, so the method has not failed.
+    large = claims[PREMISE].lhs.split
+    assert large is not None
+    rows = list(results.rows)
+    rows = _replace(rows, "single_shot", large, [0.30, 0.32, 0.31])
+    rows = _replace(rows, "random_broadcast", large, [0.90, 0.93, 0.91])
+    rows = _replace(rows, "orchestra_rl", large, [0.10, 0.12, 0.11])
+    rows = _replace(rows, "best_fixed_topology", large, [0.80, 0.83, 0.81])
+
+    def rejudge(claim: Claim, requires: list[Claim]) -> Claim:
+        return Claim.compare(
+            claim.id, claim.statement, rows, claim.lhs, claim.op, claim.rhs, claim.margin,
+            requires=requires,
+        )  # fmt: skip
+
+    premise = rejudge(claims[PREMISE], [])
+    assert premise.verdict == "not_held"
+    method = claims["learned_beats_best_fixed_topology"]
+    assert rejudge(method, []).verdict == "not_held"
+    gated = rejudge(method, [premise])
+    assert gated.verdict == "inconclusive"
+    assert gated.unmet == (PREMISE,)
 
 
 def test_demo_writes_traces_of_who_said_what_to_whom(quick_run):

@@ -147,18 +147,21 @@ def demo(run: Run) -> Report:
         gap = {s: acc[n]["orchestra_rl"][s] - acc[n][best_any[n]][s] for s in run.seeds}
         rows.append(Row.from_seeds("orchestra_rl_minus_best_baseline", "gap", gap, split=_split(n)))
     small, large = _split(min(sizes)), _split(max(sizes))
+    premise = Claim.compare(
+        "premise_random_broadcast_no_gain",
+        f"premise: at N = {max(sizes)}, random broadcast does not beat single-shot voting "
+        "by more than 0.02 accuracy at the same budget (communication without a policy "
+        "does not pay)",
+        rows,
+        lhs=("random_broadcast", "accuracy", large),
+        op="le",
+        rhs=("single_shot", "accuracy", large),
+        margin=0.02,
+    )
+    # The method claims rest on the premise: without headroom over single-shot voting the toy
+    # cannot show what a learned policy adds, so they are inconclusive, not failed.
     claims = [
-        Claim.compare(
-            "premise_random_broadcast_no_gain",
-            f"premise: at N = {max(sizes)}, random broadcast does not beat single-shot voting "
-            "by more than 0.02 accuracy at the same budget (communication without a policy "
-            "does not pay)",
-            rows,
-            lhs=("random_broadcast", "accuracy", large),
-            op="le",
-            rhs=("single_shot", "accuracy", large),
-            margin=0.02,
-        ),
+        premise,
         Claim.compare(
             "learned_beats_random_broadcast",
             f"at N = {max(sizes)} and the same call budget, the learned orchestrator is more "
@@ -167,6 +170,7 @@ def demo(run: Run) -> Report:
             lhs=("orchestra_rl", "accuracy", large),
             op="gt",
             rhs=("random_broadcast", "accuracy", large),
+            requires=[premise],
         ),
         Claim.compare(
             "learned_beats_best_fixed_topology",
@@ -176,6 +180,7 @@ def demo(run: Run) -> Report:
             lhs=("orchestra_rl", "accuracy", large),
             op="gt",
             rhs=("best_fixed_topology", "accuracy", large),
+            requires=[premise],
         ),
         Claim.compare(
             "gap_grows_with_n",
@@ -185,9 +190,9 @@ def demo(run: Run) -> Report:
             lhs=("orchestra_rl_minus_best_baseline", "gap", large),
             op="gt",
             rhs=("orchestra_rl_minus_best_baseline", "gap", small),
+            requires=[premise],
         ),
     ]
-    premise = claims[0]
     figure = bar_chart(rows, "accuracy", run.out / "accuracy.png", split=large)
     (run.out / "traces.json").write_text(json.dumps(traces, indent=1))
     intro = _intro(run, sizes, scale, best_fixed, best_any, choices, premise.verdict)
