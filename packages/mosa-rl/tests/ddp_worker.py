@@ -16,6 +16,7 @@ from mosa_rl.loss import pooled_profile
 from test_trainer import _config  # this script's folder is on sys.path
 
 from paperstack import tasks, tiny
+from paperstack.testing import end_distributed
 
 
 def main(out: Path) -> None:
@@ -61,3 +62,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    end_distributed()  # a clean exit for every rank

@@ -71,6 +71,9 @@ def main() -> None:
         }
         (args.out / "run.json").write_text(json.dumps(report))
     accelerator.wait_for_everyone()
+    # Tear the gloo group down before exit: left to interpreter shutdown, its threads can abort
+    # a rank ("terminate called without an active exception", seen on a loaded 2-core runner).
+    accelerator.end_training()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from digit_task import DigitRewardArithmetic
 from progress_advantage.policy import RLSettings, train_rl_policy
 
 from paperstack import tiny
+from paperstack.testing import end_distributed
 
 
 def main(out: Path) -> None:
@@ -44,3 +45,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    end_distributed()  # a clean exit for every rank

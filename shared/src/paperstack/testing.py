@@ -13,7 +13,9 @@ plugin registers both markers (so ``--strict-markers`` accepts them everywhere) 
   ``serve_model(model_dir)`` starts one for a model of the test's own. Without
   ``transformers[serving]`` installed these tests are skipped, unless
   ``PAPERSTACK_REQUIRE_SERVER=1`` (set by the nox sessions that install it), where a missing
-  server is a failure rather than a silent skip.
+  server is a failure rather than a silent skip;
+- gives the worker scripts of ``accelerate launch --num_processes 2`` tests
+  :func:`end_distributed`, the clean exit every rank needs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["cuda_available", "openai_server", "serve_model", "served_model_dir"]
+__all__ = ["cuda_available", "end_distributed", "openai_server", "serve_model", "served_model_dir"]
 
 
 def cuda_available() -> bool:
@@ -36,6 +38,16 @@ def cuda_available() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
+
+
+def end_distributed() -> None:
+    """Destroy the default process group, if one is up: the last call of a multi-process
+    worker script. Left to interpreter shutdown, gloo's threads can abort a rank ("terminate
+    called without an active exception", seen on a loaded 2-core CI runner)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -21,6 +21,7 @@ from ra2_unlearn.trainer import UnlearnTrainer, build_anchor_bank, training_argu
 
 from paperstack import tiny
 from paperstack.tasks import FactWorld
+from paperstack.testing import end_distributed
 
 
 def run(out: Path, method: str) -> None:
@@ -60,3 +61,4 @@ if __name__ == "__main__":
     torch.set_num_threads(1)
     for name in sys.argv[2].split(","):
         run(Path(sys.argv[1]), name)
+    end_distributed()  # a clean exit for every rank
