@@ -69,11 +69,18 @@ def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo, cap
             "predictor_r2_ge_0_9",
         ):
             assert f"{sweep}_{claim}" in ids
+    by_id = {c.id: c for c in results.claims}
+    for sweep in ("engine", "h200"):  # the goodput claims rest on the premises of their sweep
+        premises = (f"{sweep}_premise_parallel_branches_pay", f"{sweep}_premise_branch_externality")
+        assert by_id[f"{sweep}_pace_beats_eager_goodput"].requires == premises
+        assert by_id[f"{sweep}_predictor_r2_ge_0_9"].requires == ()
     for claim in results.claims:
         again = Claim.compare(
-            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
-        )
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin,
+            requires=[by_id[p] for p in claim.requires],
+        )  # fmt: skip
         assert again.verdict == claim.verdict
+        assert again.unmet == claim.unmet
         assert claim.method != "normal"  # paired over seeds, or a row against a constant
     metrics = {r.metric for r in results.rows}
     for m in ("goodput", "slo_attainment", "p99_token_latency", "mean_branch_width"):
