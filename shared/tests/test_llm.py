@@ -116,6 +116,18 @@ def test_rule_agent_is_a_chat_model_and_deterministic() -> None:
     assert agent.generate(["xyz"], stop=["y"]) == [["z"]]
 
 
+def test_rule_agent_samples_can_differ_and_see_the_call_seed() -> None:
+    class Dice(EchoAgent):
+        def sample(self, messages: list[dict[str, Any]], index: int, seed: int | None) -> str:
+            return f"{self.respond(messages)}#{index}@{seed}"
+
+    agent = Dice(seed=1)
+    out = agent.generate(["ab"], n=3, seed=7, stop=["@"])
+    assert out == [[f"{agent.respond([{'role': 'user', 'content': 'ab'}])}#{j}" for j in range(3)]]
+    assert agent.generate(["ab"], n=1, seed=8)[0][0].endswith("#0@8")
+    assert agent.generate(["ab"], n=2, seed=7) == agent.generate(["ab"], n=2, seed=7)
+
+
 def test_rule_agent_refuses_logprobs() -> None:
     with pytest.raises(LogprobsUnsupportedError, match="not supported by rule-based agents"):
         EchoAgent().logprobs(["a"], ["b"])

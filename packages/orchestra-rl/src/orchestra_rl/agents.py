@@ -47,7 +47,6 @@ from orchestra_rl.tasks import Instance, TaskEvaluator, builtin_evaluator, parse
 from orchestra_rl.wire import Received, parse_prompt
 from paperstack import tasks as core_tasks
 from paperstack.llm import ChatModel, RuleAgent
-from paperstack.llm.base import GenerationConfig, Prompt, as_messages, check_prompts
 
 __all__ = [
     "PROFILES",
@@ -199,25 +198,10 @@ class ScriptedAgent(RuleAgent):
 
     # --------------------------------------------------------------- the ChatModel protocol
 
-    def generate(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        n: int = 1,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> list[list[str]]:
-        """Like :meth:`RuleAgent.generate`, but the call's ``seed`` enters the agent's draws,
-        so a resampled call (a new seed) can guess differently; knowledge does not change."""
-        cfg = GenerationConfig(max_new_tokens=max_new_tokens, n=n, seed=seed)
-        out: list[list[str]] = []
-        for prompt in check_prompts(prompts):
-            messages = as_messages(prompt)
-            out.append([self._reply(messages, cfg.seed, j) for j in range(cfg.n)])
-        return out
+    def sample(self, messages: list[dict[str, Any]], index: int, seed: int | None) -> str:
+        """The call's ``seed`` enters the agent's draws, so a resampled call (a new seed) can
+        guess differently; knowledge does not change."""
+        return self._reply(messages, seed, index)
 
     def respond(self, messages: list[dict[str, Any]]) -> str:
         return self._reply(messages, None, 0)

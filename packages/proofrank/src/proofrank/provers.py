@@ -26,8 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from paperstack.llm import GenerationConfig, Prompt, RuleAgent
-from paperstack.llm.base import as_messages, check_prompts, truncate_at_stop
+from paperstack.llm import RuleAgent
 from proofrank.problems import Problem, ProblemSet, Reference
 from proofrank.prompts import parse_prover_prompt
 
@@ -62,28 +61,12 @@ class ScriptedProver(RuleAgent):
         self.problems = problems
 
     def respond(self, messages: list[dict[str, Any]]) -> str:
-        return self.sample(messages, 0)
+        return self.sample(messages, 0, None)
 
-    def generate(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        n: int = 1,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> list[list[str]]:
-        cfg = GenerationConfig(max_new_tokens, temperature, top_p, n, seed, stop)
-        out = []
-        for prompt in check_prompts(prompts):
-            messages = as_messages(prompt)
-            out.append([truncate_at_stop(self.sample(messages, j), cfg.stop) for j in range(cfg.n)])
-        return out
-
-    def sample(self, messages: list[dict[str, Any]], j: int) -> str:
-        """Sample ``j`` of the reply to a prover prompt."""
+    def sample(self, messages: list[dict[str, Any]], index: int, seed: int | None = None) -> str:
+        """Sample ``index`` of the reply to a prover prompt (the call's seed is not used: the
+        samples are a function of the conversation, the prover's seed and ``index``)."""
+        j = index
         statement, technique = parse_prover_prompt(messages)
         problem = self.problems.by_statement(statement)
         if problem is None:

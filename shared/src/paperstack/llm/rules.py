@@ -38,9 +38,12 @@ class RuleAgent(ABC):
     :meth:`rng`, which is seeded by both, so the same conversation always gets the same reply
     whatever order the calls come in. String prompts arrive as one user message.
 
-    ``generate`` ignores the sampling parameters (a rule has no temperature; the ``n`` samples
-    are identical) except ``stop``, which cuts the reply as it would a model's. ``logprobs``
-    raises :class:`LogprobsUnsupportedError` unless a subclass overrides it.
+    ``generate`` ignores the sampling parameters (a rule has no temperature) except ``stop``,
+    which cuts the reply as it would a model's, and asks :meth:`sample` for each of the ``n``
+    samples: by default that is :meth:`respond`, so the samples are identical; a rule whose
+    samples should differ (or depend on the call's ``seed``, as a resampled model call would)
+    overrides :meth:`sample`. ``logprobs`` raises :class:`LogprobsUnsupportedError` unless a
+    subclass overrides it.
     """
 
     name: str = "rule-agent"
@@ -59,6 +62,12 @@ class RuleAgent(ABC):
     def respond(self, messages: list[dict[str, Any]]) -> str:
         """The agent's reply to a conversation (OpenAI-style role/content messages)."""
 
+    def sample(self, messages: list[dict[str, Any]], index: int, seed: int | None) -> str:
+        """Sample ``index`` of the reply to a conversation in a call made with ``seed``: by
+        default :meth:`respond` for every sample. Overrides must stay a function of the
+        messages, ``self.seed``, ``index`` and ``seed``, so reruns give the same samples."""
+        return self.respond(messages)
+
     def rng(self, messages: Sequence[dict[str, Any]]) -> random.Random:
         """A random generator seeded by ``self.seed`` and the conversation (stable across runs
         and processes, unlike Python's salted ``hash``)."""
@@ -76,7 +85,7 @@ class RuleAgent(ABC):
         seed: int | None = None,
         stop: Sequence[str] | None = None,
     ) -> list[list[str]]:
-        """``n`` copies of :meth:`respond` for each prompt, cut at ``stop``."""
+        """``n`` samples (:meth:`sample`) for each prompt, cut at ``stop``."""
         cfg = GenerationConfig(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
@@ -87,8 +96,13 @@ class RuleAgent(ABC):
         )
         out: list[list[str]] = []
         for prompt in check_prompts(prompts):
-            reply = truncate_at_stop(self.respond(as_messages(prompt)), cfg.stop)
-            out.append([reply] * cfg.n)
+            messages = as_messages(prompt)
+            out.append(
+                [
+                    truncate_at_stop(self.sample(messages, j, cfg.seed), cfg.stop)
+                    for j in range(cfg.n)
+                ]
+            )
         return out
 
     def logprobs(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[np.ndarray]:
