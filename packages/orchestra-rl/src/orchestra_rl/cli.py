@@ -4,6 +4,9 @@
   4, 8 agents: only the communication policy changes (single-shot, self-consistency, random
   broadcast, each fixed topology, the learned orchestrator); writes ``DIR/results.json``,
   ``DIR/report.md``, a figure and the per-instance traces. ``--quick`` is the short version.
+- ``orchestra swarm --base-url URL --model M --out DIR``: a swarm of N seats of one served model
+  (vLLM, ``transformers serve``) under one baseline policy at a hard call budget; traces, a
+  summary and the cost card.
 - ``orchestra bench --out DIR``: the orchestrator's overhead per round (embedding + policy)
   as a fraction of a model call's time, in ``DIR/bench.json``.
 
@@ -17,10 +20,19 @@ import argparse
 import json
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from orchestra_rl import __version__
-from paperstack.contract import ContractCLI, Report, Run, positive_int, positive_int_list
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    positive_int_list,
+)
 from paperstack.errors import PaperstackError
 
 cli = ContractCLI("orchestra", "orchestra-rl", __version__, __doc__)
@@ -256,6 +268,108 @@ def _intro(
             text = ", ".join(f"{m}/{t}: {c / total:.2f}" for (m, t), c in top)
             lines.append(f"| {n} | {kind} | {text} |")
     return "\n".join(lines)
+
+
+POLICIES = ("single_shot", "self_consistency", "random_broadcast", *FIXED)
+
+
+def _swarm_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", required=True, help="OpenAI-compatible server, e.g. "
+                   "http://127.0.0.1:8000/v1 (vLLM, transformers serve)")  # fmt: skip
+    p.add_argument("--model", required=True, help="the served model every seat calls")
+    p.add_argument("--agents", type=positive_int, default=4, help="swarm size N (default 4)")
+    p.add_argument("--budget", type=positive_int, default=None,
+                   help="calls per instance, hard (default 3 N)")  # fmt: skip
+    p.add_argument("--rounds", type=positive_int, default=MAX_ROUNDS,
+                   help=f"rounds including round 0 (default {MAX_ROUNDS})")  # fmt: skip
+    p.add_argument("--policy", choices=POLICIES, default="random_broadcast",
+                   help="communication policy (default random_broadcast)")  # fmt: skip
+    p.add_argument("--task", choices=("facts-mc", "addition"), default="addition")
+    p.add_argument("--instances", type=positive_int, default=8, help="test instances (default 8)")
+    p.add_argument("--temperature", type=non_negative_float, default=0.7)
+    p.add_argument("--max-new-tokens", type=positive_int, default=64)
+    p.add_argument("--concurrency", type=positive_int, default=8,
+                   help="requests in flight at once, for the whole swarm (default 8)")  # fmt: skip
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for episodes.jsonl, summary.json and cost_card.json")  # fmt: skip
+
+
+@cli.command("swarm", "run a swarm of served agents under one policy", _swarm_arguments)
+def swarm(args: argparse.Namespace) -> int:
+    """N seats of one served model solve ``--instances`` test instances under ``--policy`` at
+    a hard budget of calls per instance. Writes ``OUT/episodes.jsonl`` (one trace per instance,
+    appended as each batch ends), ``OUT/summary.json`` (accuracy, calls, failures, the trace's
+    token counts) and ``OUT/cost_card.json`` (the client's ledger of the server's counts)."""
+    from orchestra_rl.agents import AgentSpec
+    from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
+    from orchestra_rl.swarm import Episode, Policy, Swarm, SwarmConfig
+    from orchestra_rl.tasks import builtin_evaluator, instance_pool
+    from paperstack.llm import OpenAIChat
+    from paperstack.records import atomic_write_json
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PaperstackError(f"--out {args.out}: is a file, not a folder")
+    budget = args.budget if args.budget is not None else CALLS_PER_AGENT * args.agents
+    config = SwarmConfig(budget=budget, max_rounds=args.rounds, concurrency=args.concurrency)
+    client = OpenAIChat(args.base_url, args.model, timeout=args.timeout,
+                        concurrency=args.concurrency)  # fmt: skip
+    seats = [
+        AgentSpec(
+            client,
+            name=f"{args.model}#{i}",
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+        )
+        for i in range(args.agents)
+    ]
+    runner = Swarm(seats, builtin_evaluator((args.task,)), config)  # budget < N: one line
+    policy: Policy
+    if args.policy == "single_shot":
+        policy = SingleShot()
+    elif args.policy == "self_consistency":
+        policy = SelfConsistency()
+    elif args.policy == "random_broadcast":
+        policy = RandomBroadcast()
+    else:
+        policy = FixedTopology(args.policy)
+    instances = instance_pool(args.task, args.instances, "test", args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    trace = args.out / "episodes.jsonl"
+    trace.write_text("")
+
+    def append(batch: list[Episode]) -> None:
+        with trace.open("a") as f:
+            for ep in batch:
+                f.write(json.dumps(ep.to_json()) + "\n")
+
+    episodes = runner.run(instances, policy, seed=args.seed, on_batch=append)
+    summary = {
+        "model": args.model,
+        "policy": policy.name,
+        "task": args.task,
+        "agents": args.agents,
+        "budget": budget,
+        "instances": len(episodes),
+        "accuracy": sum(ep.score for ep in episodes) / len(episodes),
+        "calls": sum(ep.calls for ep in episodes),
+        "errors": sum(ep.errors for ep in episodes),
+        "timeouts": sum(ep.timeouts for ep in episodes),
+        "denied": sum(ep.denied for ep in episodes),
+        "prompt_tokens": sum(ep.prompt_tokens for ep in episodes),
+        "completion_tokens": sum(ep.completion_tokens for ep in episodes),
+        "estimated_calls": sum(c.estimated for ep in episodes for c in ep.trace),
+    }
+    atomic_write_json(args.out / "summary.json", summary)
+    client.ledger.write(args.out)
+    print(
+        f"{policy.name}, N={args.agents}, budget {budget}: accuracy "
+        f"{summary['accuracy']:.3f} on {len(episodes)} instances, {summary['calls']} calls "
+        f"({summary['errors']} errors, {summary['timeouts']} timeouts)"
+    )
+    print(f"wrote {trace}, {args.out / 'summary.json'} and {args.out / 'cost_card.json'}")
+    return 0
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
