@@ -305,10 +305,9 @@ class ScriptedAgent(RuleAgent):
             return list(received)
         order = list(received)
         rng.shuffle(order)  # ties in a seeded order, not by sender number
-        stated = [parse_confidence(m.text) for m in order]
-        ranked = sorted(
-            range(len(order)), key=lambda j: -(stated[j] if stated[j] is not None else 0.5)
-        )
+        salience = [parse_confidence(m.text) for m in order]
+        rank = [c if c is not None else 0.5 for c in salience]
+        ranked = sorted(range(len(order)), key=lambda j: -rank[j])
         return [order[j] for j in ranked[:capacity]]
 
     def _update(

@@ -82,7 +82,7 @@ def demo(run: Run) -> Report:
     from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
     from orchestra_rl.entropy import CachedEmbedder
     from orchestra_rl.orchestrator import TrainConfig, train_orchestrator
-    from orchestra_rl.swarm import Swarm, SwarmConfig
+    from orchestra_rl.swarm import Policy, Swarm, SwarmConfig
     from orchestra_rl.tasks import KINDS, builtin_evaluator, instance_pool
     from paperstack.embed import Embedder
     from paperstack.records import Claim, Row
@@ -141,7 +141,7 @@ def demo(run: Run) -> Report:
                 # Controls are chosen on the training instances (never on test): the best
                 # fixed topology and best baseline, and the random broadcast whose speak
                 # probability spends what the learned policy spends there.
-                fixed = [SingleShot(), SelfConsistency(), RandomBroadcast()]
+                fixed: list[Policy] = [SingleShot(), SelfConsistency(), RandomBroadcast()]
                 fixed += [FixedTopology(t) for t in FIXED]
                 for policy in fixed:
                     episodes = swarm.run(train, policy, seed=seed)
