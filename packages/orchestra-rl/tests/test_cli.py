@@ -14,8 +14,10 @@ PREMISE = "premise_random_broadcast_no_gain"
 CLAIMS = {
     PREMISE,
     "learned_beats_random_broadcast",
+    "learned_beats_spend_matched_broadcast",
     "learned_beats_best_fixed_topology",
     "gap_grows_with_n",
+    "entropy_helps",
 }
 
 
@@ -73,6 +75,14 @@ def test_demo_quick_writes_the_claims_judged_from_rows(quick_run):
     config = results.manifest.config
     assert set(config["topology_frequencies"]) == {"N=2", "N=4"}
     assert config["best_fixed_topology"]["N=4"].startswith("fixed_")
+    # The spend-matched control's speak probability comes from the training instances.
+    from orchestra_rl.cli import MATCH_P
+
+    assert set(config["random_broadcast_matched_p"]) == {
+        f"seed={s},N={n}" for s in (0, 1, 2) for n in (2, 4)
+    }
+    assert set(config["random_broadcast_matched_p"].values()) <= set(MATCH_P)
+    assert results.row("orchestra_rl_no_entropy", "accuracy", "N=4").n == 3
     assert (quick_run / "report.md").read_text().startswith("# orchestra-rl")
     assert "mode / topology" in (quick_run / "report.md").read_text()
 

@@ -1,5 +1,6 @@
 """The swarm runtime: topologies, context entropy, budget accounting, failures, baselines."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -198,3 +199,34 @@ def test_splits_are_disjoint():
         train = {i.prompt for i in instance_pool(kind, 60, "train", 0)}
         test = {i.prompt for i in instance_pool(kind, 60, "test", 0)}
         assert not train & test
+
+
+def test_reading_capacity_keeps_the_most_confident_messages():
+    """An agent reads at most ``capacity`` messages, the most confident first: a herder told
+    the truth by calibrated agents follows them, but not when louder wrong messages crowd
+    theirs out of what it reads."""
+    from orchestra_rl.wire import Received, build_prompt
+
+    facts = instance_pool("facts-mc", 30, "test", 0)
+    herder = next(p for p in draw_profiles(40, 0) if p.name == "herder")
+    eager = dataclasses.replace(herder, herding=1.0, conviction=0.0, capacity=2)
+    agent = ScriptedAgent(eager, facts, seed=0)
+    inst = facts[0]
+    gold = inst.meta["letter"]
+    wrong = next(x for x in "ABCD" if x != gold)
+    truth = Received(1, "summary", f"Answer: {gold} / Confidence: 0.6")
+    loud = [Received(k, "summary", f"Answer: {wrong} / Confidence: 0.9") for k in (2, 3)]
+    previous = f"Answer: {wrong}\nConfidence: 0.2\nI am guessing."
+
+    def answer(messages):
+        prompt = build_prompt(inst.prompt, previous, messages)
+        return EVAL.extract(inst, agent.generate([prompt], seed=0)[0][0])
+
+    assert answer([truth, truth]) == gold  # read: two votes for the truth against its own
+    # With two louder messages the capacity of 2 is filled by them: the truth is never read.
+    assert answer([truth, truth, *loud]) == wrong
+    unlimited = ScriptedAgent(dataclasses.replace(eager, capacity=None), facts, seed=0)
+    prompt = build_prompt(inst.prompt, previous, [truth, truth, truth, truth, *loud])
+    assert EVAL.extract(inst, unlimited.generate([prompt], seed=0)[0][0]) == gold
+    with pytest.raises(OrchestraError, match="capacity"):
+        dataclasses.replace(herder, capacity=0)

@@ -26,6 +26,12 @@ Scripted agents make the benefit of communication real but not built in: each ha
   (sycophantic herders give in to it most of the time).
   Herding makes talking a vote that amplifies the majority, the reason the paper finds random
   broadcast no better than voting.
+- **Reading capacity.** An agent reads at most ``capacity`` of the messages it receives, the
+  most confident first (ties in a seeded order): a long context is skimmed, and confident
+  voices are the salient ones. In a broadcast among many agents the overconfident agents fill
+  what is read, so talking to everyone can hurt; addressed, sparse communication does not.
+  This is the toy's model of the overload the paper reports for large swarms (added in 0.2:
+  without it, v0.1's swarms gained from random broadcast at N = 8 and the premise was absent).
 - **Verification** (verifiable kinds only). A candidate answer whose work is shown (a ``full``
   message) is checked with probability ``verify``; a checked correct answer is adopted, a
   checked wrong one ignored. An answer alone cannot be checked.
@@ -100,6 +106,11 @@ class Profile:
     attractor: float = 0.6
     weighs_confidence: bool = False
     conviction: float = 0.9
+    capacity: int | None = 3
+
+    def __post_init__(self) -> None:
+        if self.capacity is not None and self.capacity < 1:
+            raise OrchestraError(f"profile {self.name}: capacity must be >= 1 or None")
 
     def skill_for(self, instance: Instance) -> float:
         domain = instance.meta.get("domain")
@@ -286,6 +297,19 @@ class ScriptedAgent(RuleAgent):
             out.append((answer, weight, message.granularity == "full"))
         return out
 
+    def _read(self, received: Sequence[Received], rng: random.Random) -> list[Received]:
+        """The messages this agent reads: all of them up to ``capacity``, else the
+        ``capacity`` most confident (a message that states no confidence ranks at 0.5)."""
+        capacity = self.profile.capacity
+        if capacity is None or len(received) <= capacity:
+            return list(received)
+        order = list(received)
+        rng.shuffle(order)  # ties in a seeded order, not by sender number
+        salience = [parse_confidence(m.text) for m in order]
+        rank = [c if c is not None else 0.5 for c in salience]
+        ranked = sorted(range(len(order)), key=lambda j: -rank[j])
+        return [order[j] for j in ranked[:capacity]]
+
     def _update(
         self,
         instance: Instance,
@@ -300,7 +324,7 @@ class ScriptedAgent(RuleAgent):
         own_weight = 1.0
         if self.profile.weighs_confidence:
             own_weight = 0.5 if own_conf is None else own_conf
-        votes = self._weights(instance, received)
+        votes = self._weights(instance, self._read(received, rng))
         rejected: set[str] = set()
         if instance.kind == "addition":  # verifiable: check the candidates whose work is shown
             for answer in dict.fromkeys(a for a, _, full in votes if full and a != own):

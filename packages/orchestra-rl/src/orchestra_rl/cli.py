@@ -4,6 +4,9 @@
   4, 8 agents: only the communication policy changes (single-shot, self-consistency, random
   broadcast, each fixed topology, the learned orchestrator); writes ``DIR/results.json``,
   ``DIR/report.md``, a figure and the per-instance traces. ``--quick`` is the short version.
+- ``orchestra swarm --base-url URL --model M --out DIR``: a swarm of N seats of one served model
+  (vLLM, ``transformers serve``) under one baseline policy at a hard call budget; traces, a
+  summary and the cost card.
 - ``orchestra bench --out DIR``: the orchestrator's overhead per round (embedding + policy)
   as a fraction of a model call's time, in ``DIR/bench.json``.
 
@@ -17,10 +20,19 @@ import argparse
 import json
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from orchestra_rl import __version__
-from paperstack.contract import ContractCLI, Report, Run, positive_int, positive_int_list
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    positive_int_list,
+)
 from paperstack.errors import PaperstackError
 
 cli = ContractCLI("orchestra", "orchestra-rl", __version__, __doc__)
@@ -32,6 +44,9 @@ MAX_ROUNDS = 4
 FULL = {"train_per_kind": 100, "test_per_kind": 80, "iterations": 40, "batch": 32}
 QUICK = {"train_per_kind": 16, "test_per_kind": 16, "iterations": 4, "batch": 12}
 BASELINES = ("single_shot", "self_consistency", "random_broadcast")
+#: Speak probabilities tried for the spend-matched random broadcast: the one whose spend on the
+#: training instances is closest to the learned policy's there is the control.
+MATCH_P = (0.05, 0.1, 0.2, 0.3, 0.5)
 FIXED = ("complete", "star", "ring", "clusters", "pipeline")
 
 
@@ -67,7 +82,7 @@ def demo(run: Run) -> Report:
     from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
     from orchestra_rl.entropy import CachedEmbedder
     from orchestra_rl.orchestrator import TrainConfig, train_orchestrator
-    from orchestra_rl.swarm import Swarm, SwarmConfig
+    from orchestra_rl.swarm import Policy, Swarm, SwarmConfig
     from orchestra_rl.tasks import KINDS, builtin_evaluator, instance_pool
     from paperstack.embed import Embedder
     from paperstack.records import Claim, Row
@@ -86,7 +101,13 @@ def demo(run: Run) -> Report:
     train_cfg = TrainConfig(iterations=scale["iterations"], batch=scale["batch"])
     evaluator = builtin_evaluator(KINDS)
     embedder = CachedEmbedder(Embedder())
-    systems = ("orchestra_rl", *BASELINES, *(f"fixed_{t}" for t in FIXED))
+    systems = (
+        "orchestra_rl", "orchestra_rl_no_entropy", *BASELINES, "random_broadcast_matched",
+        *(f"fixed_{t}" for t in FIXED),
+    )  # fmt: skip
+    controls = (*BASELINES, *(f"fixed_{t}" for t in FIXED))
+    val: dict[int, dict[str, dict[int, float]]] = {n: {s: {} for s in controls} for n in sizes}
+    matched_p: dict[str, float] = {}
     acc: dict[int, dict[str, dict[int, float]]] = {n: {s: {} for s in systems} for n in sizes}
     calls: dict[int, dict[str, dict[int, float]]] = {n: {s: {} for s in systems} for n in sizes}
     choices: dict[int, Counter[tuple[str, str, str]]] = {n: Counter() for n in sizes}
@@ -113,10 +134,29 @@ def demo(run: Run) -> Report:
                 learned, _ = train_orchestrator(swarm, train, train_cfg, seed, kinds=KINDS)
                 train_seconds[f"seed={seed},N={n}"] = round(time.perf_counter() - started, 2)
                 thresholds[f"seed={seed},N={n}"] = [round(v, 4) for v in learned.thresholds()]
-                policies: list[Any] = [
-                    learned, SingleShot(), SelfConsistency(), RandomBroadcast(),
-                    *(FixedTopology(t) for t in FIXED),
-                ]  # fmt: skip
+                # The ablation that isolates H(t): the same policy and training, H fed as 0.
+                blind, _ = train_orchestrator(
+                    swarm, train, train_cfg, seed, kinds=KINDS, use_entropy=False
+                )
+                # Controls are chosen on the training instances (never on test): the best
+                # fixed topology and best baseline, and the random broadcast whose speak
+                # probability spends what the learned policy spends there.
+                fixed: list[Policy] = [SingleShot(), SelfConsistency(), RandomBroadcast()]
+                fixed += [FixedTopology(t) for t in FIXED]
+                for policy in fixed:
+                    episodes = swarm.run(train, policy, seed=seed)
+                    val[n][policy.name][seed] = float(np.mean([e.score for e in episodes]))
+                spend = float(np.mean([e.calls for e in swarm.run(train, learned, seed=seed)]))
+                learned.choices.clear()
+                trial = {
+                    q: float(np.mean([e.calls for e in swarm.run(train, RandomBroadcast(q), seed)]))
+                    for q in MATCH_P
+                }
+                q = min(MATCH_P, key=lambda q: (abs(trial[q] - spend), q))
+                matched_p[f"seed={seed},N={n}"] = q
+                matched = RandomBroadcast(q)
+                matched.name = "random_broadcast_matched"
+                policies: list[Any] = [learned, blind, matched, *fixed]
                 for policy in policies:
                     episodes = swarm.run(test, policy, seed=seed)
                     acc[n][policy.name][seed] = float(np.mean([e.score for e in episodes]))
@@ -131,14 +171,14 @@ def demo(run: Run) -> Report:
         for system in systems:
             rows.append(Row.from_seeds(system, "accuracy", acc[n][system], split=_split(n)))
             rows.append(Row.from_seeds(system, "calls", calls[n][system], split=_split(n)))
-    # Best fixed topology and best baseline at each N, chosen in hindsight on the test
-    # instances (mean over seeds): the strongest version of each control.
+    # Best fixed topology and best baseline at each N, chosen on the training instances (mean
+    # over seeds), then reported on test: the strongest control a user could have picked.
     best_fixed: dict[int, str] = {}
     best_any: dict[int, str] = {}
     for n in sizes:
-        means = {s: float(np.mean(list(acc[n][s].values()))) for s in systems}
+        means = {s: float(np.mean(list(val[n][s].values()))) for s in controls}
         best_fixed[n] = max((f"fixed_{t}" for t in FIXED), key=lambda s: means[s])
-        best_any[n] = max((s for s in systems if s != "orchestra_rl"), key=lambda s: means[s])
+        best_any[n] = max(controls, key=lambda s: means[s])
         rows.append(
             Row.from_seeds(
                 "best_fixed_topology", "accuracy", acc[n][best_fixed[n]], split=_split(n)
@@ -173,9 +213,20 @@ def demo(run: Run) -> Report:
             requires=[premise],
         ),
         Claim.compare(
+            "learned_beats_spend_matched_broadcast",
+            f"at N = {max(sizes)}, the learned orchestrator is more accurate than random "
+            "broadcast whose speak probability spends as many calls (matched on training "
+            "instances): what the policy adds beyond spending less",
+            rows,
+            lhs=("orchestra_rl", "accuracy", large),
+            op="gt",
+            rhs=("random_broadcast_matched", "accuracy", large),
+            requires=[premise],
+        ),
+        Claim.compare(
             "learned_beats_best_fixed_topology",
             f"at N = {max(sizes)}, the learned orchestrator is more accurate than the best "
-            "fixed topology chosen in hindsight on the test instances",
+            "fixed topology (chosen on the training instances)",
             rows,
             lhs=("orchestra_rl", "accuracy", large),
             op="gt",
@@ -184,12 +235,23 @@ def demo(run: Run) -> Report:
         ),
         Claim.compare(
             "gap_grows_with_n",
-            "the learned orchestrator's accuracy gap over the best baseline (hindsight) is "
+            "the learned orchestrator's accuracy gap over the best baseline (chosen on the "
+            "training instances) is "
             f"larger at N = {max(sizes)} than at N = {min(sizes)}",
             rows,
             lhs=("orchestra_rl_minus_best_baseline", "gap", large),
             op="gt",
             rhs=("orchestra_rl_minus_best_baseline", "gap", small),
+            requires=[premise],
+        ),
+        Claim.compare(
+            "entropy_helps",
+            f"at N = {max(sizes)}, the orchestrator that reads H(t) is more accurate than the "
+            "same policy trained with H fed as 0 (the ablation isolating the context entropy)",
+            rows,
+            lhs=("orchestra_rl", "accuracy", large),
+            op="gt",
+            rhs=("orchestra_rl_no_entropy", "accuracy", large),
             requires=[premise],
         ),
     ]
@@ -205,6 +267,7 @@ def demo(run: Run) -> Report:
         "best_fixed_topology": {_split(n): s for n, s in best_fixed.items()},
         "best_baseline": {_split(n): s for n, s in best_any.items()},
         "thresholds": thresholds,
+        "random_broadcast_matched_p": matched_p,
         "train_seconds": train_seconds,
         "embeddings": {"texts": len(embedder), "seconds": round(embedder.seconds, 2)},
         "topology_frequencies": {
@@ -234,9 +297,9 @@ def _intro(
         f"task kind and evaluated on {scale['test_per_kind']} disjoint test instances per "
         "kind. Rows are per-seed test accuracy; claims are paired over seeds.",
         "",
-        "Best fixed topology (hindsight, test): "
+        "Best fixed topology (chosen on the training instances): "
         + ", ".join(f"N={n}: {s}" for n, s in best_fixed.items())
-        + ". Best baseline (hindsight, test): "
+        + ". Best baseline (chosen there too): "
         + ", ".join(f"N={n}: {s}" for n, s in best_any.items())
         + ".",
     ]
@@ -256,6 +319,108 @@ def _intro(
             text = ", ".join(f"{m}/{t}: {c / total:.2f}" for (m, t), c in top)
             lines.append(f"| {n} | {kind} | {text} |")
     return "\n".join(lines)
+
+
+POLICIES = ("single_shot", "self_consistency", "random_broadcast", *FIXED)
+
+
+def _swarm_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", required=True, help="OpenAI-compatible server, e.g. "
+                   "http://127.0.0.1:8000/v1 (vLLM, transformers serve)")  # fmt: skip
+    p.add_argument("--model", required=True, help="the served model every seat calls")
+    p.add_argument("--agents", type=positive_int, default=4, help="swarm size N (default 4)")
+    p.add_argument("--budget", type=positive_int, default=None,
+                   help="calls per instance, hard (default 3 N)")  # fmt: skip
+    p.add_argument("--rounds", type=positive_int, default=MAX_ROUNDS,
+                   help=f"rounds including round 0 (default {MAX_ROUNDS})")  # fmt: skip
+    p.add_argument("--policy", choices=POLICIES, default="random_broadcast",
+                   help="communication policy (default random_broadcast)")  # fmt: skip
+    p.add_argument("--task", choices=("facts-mc", "addition"), default="addition")
+    p.add_argument("--instances", type=positive_int, default=8, help="test instances (default 8)")
+    p.add_argument("--temperature", type=non_negative_float, default=0.7)
+    p.add_argument("--max-new-tokens", type=positive_int, default=64)
+    p.add_argument("--concurrency", type=positive_int, default=8,
+                   help="requests in flight at once, for the whole swarm (default 8)")  # fmt: skip
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for episodes.jsonl, summary.json and cost_card.json")  # fmt: skip
+
+
+@cli.command("swarm", "run a swarm of served agents under one policy", _swarm_arguments)
+def swarm(args: argparse.Namespace) -> int:
+    """N seats of one served model solve ``--instances`` test instances under ``--policy`` at
+    a hard budget of calls per instance. Writes ``OUT/episodes.jsonl`` (one trace per instance,
+    appended as each batch ends), ``OUT/summary.json`` (accuracy, calls, failures, the trace's
+    token counts) and ``OUT/cost_card.json`` (the client's ledger of the server's counts)."""
+    from orchestra_rl.agents import AgentSpec
+    from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
+    from orchestra_rl.swarm import Episode, Policy, Swarm, SwarmConfig
+    from orchestra_rl.tasks import builtin_evaluator, instance_pool
+    from paperstack.llm import OpenAIChat
+    from paperstack.records import atomic_write_json
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PaperstackError(f"--out {args.out}: is a file, not a folder")
+    budget = args.budget if args.budget is not None else CALLS_PER_AGENT * args.agents
+    config = SwarmConfig(budget=budget, max_rounds=args.rounds, concurrency=args.concurrency)
+    client = OpenAIChat(args.base_url, args.model, timeout=args.timeout,
+                        concurrency=args.concurrency)  # fmt: skip
+    seats = [
+        AgentSpec(
+            client,
+            name=f"{args.model}#{i}",
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+        )
+        for i in range(args.agents)
+    ]
+    runner = Swarm(seats, builtin_evaluator((args.task,)), config)  # budget < N: one line
+    policy: Policy
+    if args.policy == "single_shot":
+        policy = SingleShot()
+    elif args.policy == "self_consistency":
+        policy = SelfConsistency()
+    elif args.policy == "random_broadcast":
+        policy = RandomBroadcast()
+    else:
+        policy = FixedTopology(args.policy)
+    instances = instance_pool(args.task, args.instances, "test", args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    trace = args.out / "episodes.jsonl"
+    trace.write_text("")
+
+    def append(batch: list[Episode]) -> None:
+        with trace.open("a") as f:
+            for ep in batch:
+                f.write(json.dumps(ep.to_json()) + "\n")
+
+    episodes = runner.run(instances, policy, seed=args.seed, on_batch=append)
+    summary = {
+        "model": args.model,
+        "policy": policy.name,
+        "task": args.task,
+        "agents": args.agents,
+        "budget": budget,
+        "instances": len(episodes),
+        "accuracy": sum(ep.score for ep in episodes) / len(episodes),
+        "calls": sum(ep.calls for ep in episodes),
+        "errors": sum(ep.errors for ep in episodes),
+        "timeouts": sum(ep.timeouts for ep in episodes),
+        "denied": sum(ep.denied for ep in episodes),
+        "prompt_tokens": sum(ep.prompt_tokens for ep in episodes),
+        "completion_tokens": sum(ep.completion_tokens for ep in episodes),
+        "estimated_calls": sum(c.estimated for ep in episodes for c in ep.trace),
+    }
+    atomic_write_json(args.out / "summary.json", summary)
+    client.ledger.write(args.out)
+    print(
+        f"{policy.name}, N={args.agents}, budget {budget}: accuracy "
+        f"{summary['accuracy']:.3f} on {len(episodes)} instances, {summary['calls']} calls "
+        f"({summary['errors']} errors, {summary['timeouts']} timeouts)"
+    )
+    print(f"wrote {trace}, {args.out / 'summary.json'} and {args.out / 'cost_card.json'}")
+    return 0
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
