@@ -8,6 +8,8 @@
 - ``pcbinnobench tasks``: the shipped task set (ids, kinds, titles).
 - ``pcbinnobench build-tasks --out DIR``: write the task set (``tasks/`` and ``hidden/``).
 - ``pcbinnobench validate --task ID --workspace DIR``: judge an edited workspace.
+- ``pcbinnobench evaluate --base-url URL --model M --out DIR``: Pass@1 of a served model agent
+  at both prompt levels, per-validator breakdown, episodes with transcripts, cost card.
 
 The common flags and flow come from :class:`paperstack.contract.ContractCLI`. Heavy imports
 stay inside the commands so that ``--help`` is instant.
@@ -20,7 +22,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from paperstack.contract import ContractCLI, Report, Run, positive_int
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from pcbinnobench import __version__
 
 cli = ContractCLI("pcbinnobench", "pcbinnobench", __version__, __doc__)
@@ -355,6 +364,63 @@ def validate_command(args: argparse.Namespace) -> int:
     note = "" if result.complete else f" ({len(result.skipped)} check(s) skipped)"
     print(f"{task.id}: {verdict}{note}")
     return 0 if result.passed else 1
+
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    _task_flags(p)
+    p.add_argument("--base-url", required=True, help="OpenAI-compatible server, e.g. "
+                   "http://127.0.0.1:8000/v1 (vLLM, transformers serve)")  # fmt: skip
+    p.add_argument("--model", required=True, help="the served model that plays the agent")
+    p.add_argument("--level", choices=("objective", "guided", "both"), default="both",
+                   help="the objective alone, or with the expert trajectory")  # fmt: skip
+    p.add_argument("--max-calls", type=positive_int, default=30, help="model calls per episode")
+    p.add_argument("--max-tokens", type=positive_int, default=200_000,
+                   help="prompt plus completion tokens per episode")  # fmt: skip
+    p.add_argument("--max-new-tokens", type=positive_int, default=512, help="per answer")
+    p.add_argument("--temperature", type=non_negative_float, default=0.0)
+    p.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per request")
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for episodes.jsonl, breakdown.md and cost_card.json")  # fmt: skip
+
+
+@cli.command("evaluate", "Pass@1 of a served model agent on the task set", _evaluate_arguments)
+def evaluate_command(args: argparse.Namespace) -> int:
+    """One episode per task and level of a served model through the harness (sandboxed file
+    tools, the budgets): ``OUT/episodes.jsonl`` (appended as each episode ends, with its
+    transcript), ``OUT/breakdown.md`` (Pass@1 and per-validator-family results per level) and
+    ``OUT/cost_card.json`` (the harness's counts and the client's ledger of the server's)."""
+    from paperstack.errors import PaperstackError
+    from paperstack.llm import OpenAIChat
+    from paperstack.records import atomic_write, atomic_write_json
+    from pcbinnobench.harness import Budget, cost_card, run_episode
+    from pcbinnobench.tasks import LEVELS, load_tasks
+
+    if args.out.exists() and not args.out.is_dir():
+        raise PaperstackError(f"--out {args.out}: exists and is not a directory")
+    tasks = load_tasks(args.tasks, args.task)
+    levels = LEVELS if args.level == "both" else (args.level,)
+    budget = Budget(args.max_calls, args.max_tokens, args.max_new_tokens)
+    agent = OpenAIChat(args.base_url, args.model, timeout=args.timeout)
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "episodes.jsonl"
+    log.write_text("")
+    episodes = []
+    for level in levels:
+        for task in tasks:
+            ep = run_episode(task, agent, level, budget, temperature=args.temperature,
+                             seed=0, keep_transcript=True)  # fmt: skip
+            episodes.append(ep)
+            with log.open("a") as f:
+                f.write(json.dumps({**ep.to_json(), "transcript": ep.transcript}) + "\n")
+            print(f"{task.id} [{level}]: {'passed' if ep.passed else 'failed'} "
+                  f"after {ep.calls} call(s), stop: {ep.stop}")  # fmt: skip
+    atomic_write(args.out / "breakdown.md", _breakdown(episodes) + "\n")
+    atomic_write_json(args.out / "cost_card.json", cost_card(episodes, agent.ledger))
+    for level in levels:
+        eps = [ep for ep in episodes if ep.level == level]
+        print(f"{args.model} [{level}]: Pass@1 {sum(ep.passed for ep in eps)}/{len(eps)}")
+    print(f"wrote {log}, {args.out / 'breakdown.md'} and {args.out / 'cost_card.json'}")
+    return 0
 
 
 main = cli.main
