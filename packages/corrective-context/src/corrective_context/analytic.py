@@ -93,7 +93,7 @@ def sample_pool(
     x = x[order]
     is_near = (order < near).copy()
     y = x @ task.weights.T + task.noise * rng.standard_normal((size, m))
-    return Pool(q, task.weights @ q, x, y, is_near)
+    return Pool(q, np.asarray(task.weights @ q), x, y, is_near)
 
 
 class LinearAttentionICL:

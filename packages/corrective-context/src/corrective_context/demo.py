@@ -137,6 +137,11 @@ def corrective(model: LinearTransformer, config: SelectorConfig) -> Selector:
     return pick
 
 
+def _best_k(results: dict[str, dict[str, float]], name: str, ks: tuple[int, ...]) -> int:
+    """The ``k`` with the lowest validation squared error (the smallest on a tie)."""
+    return min(ks, key=lambda k: (results[f"{name}@{k}"]["sq_error"], k))
+
+
 def learner_seed(
     seed: int, config: DemoConfig, model: LinearTransformer
 ) -> tuple[dict[str, dict[str, float]], dict[str, int], float]:
@@ -146,9 +151,7 @@ def learner_seed(
     val = _pools(seed, 10, config.val_queries, config)
     grid = {f"{n}@{k}": baseline(n, k) for n in TUNED for k in config.ks}
     val_res = _evaluate(model, val, grid, seed)
-    chosen_k = {
-        n: min(config.ks, key=lambda k, n=n: val_res[f"{n}@{k}"]["sq_error"]) for n in TUNED
-    }
+    chosen_k = {n: _best_k(val_res, n, config.ks) for n in TUNED}
     test = _pools(seed, 20, config.queries, config)
     systems: dict[str, Selector] = {n: baseline(n, chosen_k[n]) for n in TUNED}
     systems["all-items"] = baseline("all-items", 0)

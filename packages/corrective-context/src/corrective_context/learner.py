@@ -69,6 +69,7 @@ class LinearTransformer(nn.Module):
         self.readout = nn.Linear(width, m, bias=False)
         for group in (self.query, self.key, self.value, self.proj):
             for lin in group:
+                assert isinstance(lin, nn.Linear)
                 nn.init.normal_(lin.weight, std=0.3 / np.sqrt(width))
 
     def forward(
