@@ -85,7 +85,7 @@ def sample_pool(
     if not 0 <= near <= size:
         raise CorrectiveContextError(f"near: must be between 0 and the pool size {size}")
     m, d = task.weights.shape
-    q = rng.standard_normal(d)
+    q = np.asarray(rng.standard_normal(d))
     x = rng.standard_normal((size, d))
     scale = 1 + jitter * rng.standard_normal((near, 1))
     x[:near] = q * scale + jitter * rng.standard_normal((near, d))

@@ -44,9 +44,9 @@ def _threads() -> None:
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=positive_int, default=None,
-                   help="test queries per seed (default 300, --quick 60)")  # fmt: skip
+                   help="test queries per seed (default 300, --quick 100)")  # fmt: skip
     p.add_argument("--steps", type=positive_int, default=None,
-                   help="learner training steps (default 1000, --quick 300)")  # fmt: skip
+                   help="learner training steps (default 1000, --quick 600)")  # fmt: skip
     p.add_argument("--tolerance", type=fraction, default=None,
                    help="τ of a proper correction (default 0.5)")  # fmt: skip
 

@@ -51,7 +51,9 @@ class DemoConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
 
 
-QUICK = DemoConfig(queries=60, val_queries=30, analytic_cases=200, learner=LearnerConfig(steps=300))
+QUICK = DemoConfig(
+    queries=100, val_queries=30, analytic_cases=200, learner=LearnerConfig(steps=600)
+)
 
 
 def analytic_agreement(seed: int, config: DemoConfig) -> dict[str, float]:
