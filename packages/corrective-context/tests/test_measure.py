@@ -125,3 +125,20 @@ def test_measure_command_refuses_a_truncated_model(model_dir, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "model.safetensors" in err
+
+
+def test_the_selector_runs_on_a_transformers_model(lm):
+    from corrective_context import SelectorConfig
+    from corrective_context.measure import select_items
+
+    model, tokenizer = lm
+    inputs = ["Q: the capital of Italy? A:", "Q: the colour of bananas? A:", "Q: 2+2? A:"]
+    answers = [" Rome", " yellow", " 4"]
+    items = [i + a for i, a in zip(inputs, answers, strict=True)]
+    sel = select_items(model, tokenizer, QUERY, items, inputs, answers,
+                       config=SelectorConfig(budget=2))  # fmt: skip
+    assert len(sel.chosen) <= 2
+    assert set(sel.chosen) <= {0, 1, 2}
+    assert sel.error_estimate.shape == (len(tokenizer),)
+    with pytest.raises(CorrectiveContextError, match="candidate pool is empty"):
+        select_items(model, tokenizer, QUERY, [], [], [])

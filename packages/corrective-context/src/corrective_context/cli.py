@@ -276,6 +276,9 @@ def _read_items(path: Path) -> list[str]:
 def measure_command(args: argparse.Namespace) -> int:
     """Each item's correction of the answer, its regime and attention mass (see
     :mod:`corrective_context.measure`), in ``OUT/measurements.json``."""
+    from paperstack.progress import quiet_libraries
+
+    quiet_libraries()  # before transformers is imported: no loading bars on stderr
     _threads()
     from corrective_context.errors import CorrectiveContextError
     from corrective_context.measure import measure

@@ -29,8 +29,9 @@ import numpy as np
 
 from corrective_context.correction import TOLERANCE, Correction, decompose
 from corrective_context.errors import CorrectiveContextError
+from corrective_context.selector import Selection, SelectorConfig, select
 
-__all__ = ["ItemCorrection", "Measurement", "measure"]
+__all__ = ["ItemCorrection", "Measurement", "measure", "select_items"]
 
 
 @dataclass(frozen=True)
@@ -201,3 +202,85 @@ def _attention_masses(
     last = np.stack([a[0, :, -1].double().numpy() for a in attn])  # (layers, heads, seq)
     mean = last.mean(axis=(0, 1))
     return [float(mean[a:b].sum()) for a, b in spans]
+
+
+def _answer_state(model: Any, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Final hidden state and next-token probabilities at the last position of ``ids``."""
+    import torch
+
+    out = _forward(model, ids)
+    h = out.hidden_states[-1][0, -1].double().numpy()
+    return h, torch.softmax(out.logits[0, -1].double(), dim=-1).numpy()
+
+
+def select_items(
+    model: Any,
+    tokenizer: Any,
+    query: str,
+    items: Sequence[str],
+    item_inputs: Sequence[str],
+    item_answers: Sequence[str],
+    *,
+    keys: np.ndarray | None = None,
+    query_key: np.ndarray | None = None,
+    config: SelectorConfig | None = None,
+    separator: str = "\n",
+) -> Selection:
+    """The theory-guided selector (:mod:`corrective_context.selector`) on a transformers causal
+    LM: a drop-in for demonstration, passage or memory selection.
+
+    ``items`` are the texts that go into the prompt (e.g. ``"Q: ... A: Paris"``);
+    ``item_inputs``/``item_answers`` split each into the input the model answers and its known
+    answer, which give the model's zero-shot error on the item in answer-probability space
+    (``softmax - one-hot`` of the answer's first token). Keys default to the model's own final
+    hidden states of the item inputs and of the query (complementarity in the model's own
+    states); pass MiniLM keys (:func:`corrective_context.baselines.embed_texts`) instead if you
+    like. Items go before the query in the order chosen.
+    """
+    if not items:
+        raise CorrectiveContextError("the candidate pool is empty: nothing to select from")
+    if not len(items) == len(item_inputs) == len(item_answers):
+        raise CorrectiveContextError(
+            f"items, item_inputs and item_answers differ in length: {len(items)}, "
+            f"{len(item_inputs)}, {len(item_answers)}"
+        )
+    prefix = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    q_ids = _ids(tokenizer, query)
+    pieces = [_ids(tokenizer, item + separator) for item in items]
+    limit = _context_limit(model, tokenizer)
+    if limit is not None:
+        for i, piece in enumerate(pieces):
+            if len(prefix) + len(piece) + len(q_ids) > limit:
+                raise CorrectiveContextError(
+                    f"item {i}: {len(prefix) + len(piece) + len(q_ids)} tokens with the query, "
+                    f"longer than the model's context ({limit})"
+                )
+    model.eval()
+    own_keys, errors = [], []
+    for i, (inp, ans) in enumerate(zip(item_inputs, item_answers, strict=True)):
+        answer_ids = _ids(tokenizer, ans)
+        if not answer_ids:
+            raise CorrectiveContextError(f"item {i}: answer {ans!r} tokenizes to nothing")
+        h, p = _answer_state(model, prefix + _ids(tokenizer, inp))
+        onehot = np.zeros_like(p)
+        onehot[answer_ids[0]] = 1.0
+        own_keys.append(h)
+        errors.append(p - onehot)
+    if keys is None or query_key is None:
+        keys = np.stack(own_keys)
+        query_key = _answer_state(model, prefix + q_ids)[0]
+
+    def answer(subsets: list[list[int]]) -> np.ndarray:
+        rows = []
+        for subset in subsets:
+            ids = list(prefix)
+            for i in subset:
+                ids += pieces[i]
+            if limit is not None and len(ids) + len(q_ids) > limit:
+                rows.append(np.full(len(errors[0]), np.nan))  # does not fit: never chosen
+                continue
+            rows.append(_answer_state(model, ids + q_ids)[1])
+        return np.stack(rows)
+
+    config = config or SelectorConfig()
+    return select(np.asarray(query_key), np.asarray(keys), np.stack(errors), answer, config)

@@ -119,6 +119,7 @@ def select(
     prefixes = [order[: j + 1] for j in range(len(order))]
     measured = answer(prefixes) - base
     residual = np.linalg.norm(e_hat + measured, axis=1)
+    residual = np.where(np.isfinite(residual), residual, np.inf)  # a prefix that did not fit
     best = int(np.argmin(residual))
     if residual[best] >= np.linalg.norm(e_hat):
         return Selection([], e_hat, order)
