@@ -15,6 +15,7 @@ CLAIMS = [
     "theory_predicts_regime",
     "overcorrection_observed",
     "selector_beats_topk",
+    "selector_beats_error_probe",
     "selector_beats_all_items",
 ]
 SMALL = ["--queries", "12", "--steps", "40"]

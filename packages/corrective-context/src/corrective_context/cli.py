@@ -150,6 +150,13 @@ def demo(run: Run) -> Report:
             rows, key(d.SELECTOR), "lt", key("top-k"), requires=[premise],
         ),
         Claim.compare(
+            "selector_beats_error_probe",
+            "control: on the trained learner, the selector's squared error is lower than that "
+            "of answering ŷ₀ - ê directly with no context (ê = the selector's own error "
+            "estimate): the selection adds something beyond the error estimate",
+            rows, key(d.SELECTOR), "lt", key(d.PROBE), requires=[premise],
+        ),
+        Claim.compare(
             "selector_beats_all_items",
             "on the trained learner, the theory-guided selector's squared error is lower than "
             "that of putting every candidate in the context",

@@ -30,9 +30,10 @@ from corrective_context.analytic import LinearAttentionICL, Pool, sample_pool, s
 from corrective_context.baselines import BASELINES
 from corrective_context.correction import decompose
 from corrective_context.learner import LearnerConfig, LinearTransformer, prior_for
-from corrective_context.selector import SelectorConfig, select
+from corrective_context.selector import SelectorConfig, estimate_error, select
 
 SELECTOR = "corrective-selector"
+PROBE = "error-probe"  #: no context: ŷ₀ - ê with the selector's own error estimate
 TUNED = ("random", "top-k", "bm25", "dpp")
 
 
@@ -139,6 +140,20 @@ def corrective(model: LinearTransformer, config: SelectorConfig) -> Selector:
     return pick
 
 
+def _error_probe(
+    model: LinearTransformer, pools: list[Pool], config: SelectorConfig
+) -> dict[str, float]:
+    """The control that isolates the selector's error estimate from its selection: answer
+    ``ŷ₀ - ê`` directly (no context), with the selector's own ridge-probe estimate ``ê``."""
+    sq, over = 0.0, 0.0
+    for pool in pools:
+        base = model.predict_subsets(pool.query, pool.x, pool.y, [[]])[0]
+        e_hat = estimate_error(pool.query, pool.x, _zero_shot_errors(model, pool), config.ridge)
+        sq += float(np.sum((base - e_hat - pool.target) ** 2))
+        over += decompose(base, base - e_hat, pool.target).regime == "over"
+    return {"sq_error": sq / len(pools), "over": over / len(pools), "size": 0.0}
+
+
 def _best_k(results: dict[str, dict[str, float]], name: str, ks: tuple[int, ...]) -> int:
     """The ``k`` with the lowest validation squared error (the smallest on a tie)."""
     return min(ks, key=lambda k: (results[f"{name}@{k}"]["sq_error"], k))
@@ -162,6 +177,7 @@ def learner_seed(
     systems[f"top-{config.premise_large}"] = baseline("top-k", config.premise_large)
     systems[SELECTOR] = corrective(model, config.selector)
     res = _evaluate(model, test, systems, seed)
+    res[PROBE] = _error_probe(model, test, config.selector)
     mass = []
     for pool in test:
         attn = np.abs(model.attention(pool.query, pool.x, pool.y))
