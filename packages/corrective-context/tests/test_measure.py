@@ -142,3 +142,42 @@ def test_the_selector_runs_on_a_transformers_model(lm):
     assert sel.error_estimate.shape == (len(tokenizer),)
     with pytest.raises(CorrectiveContextError, match="candidate pool is empty"):
         select_items(model, tokenizer, QUERY, [], [], [])
+
+
+def _candidates(tmp_path, lines):
+    path = tmp_path / "candidates.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_select_command_writes_the_selection(model_dir, tmp_path, capsys):
+    path = _candidates(tmp_path, [
+        {"input": "Q: the capital of Italy? A:", "answer": " Rome"},
+        {"input": "Q: the colour of bananas? A:", "answer": " yellow"},
+    ])  # fmt: skip
+    out = tmp_path / "out"
+    code = main(["select", "--model", str(model_dir), "--query", QUERY, "--items", str(path),
+                 "--budget", "1", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    data = json.loads((out / "selection.json").read_text())
+    assert len(data["chosen"]) <= 1
+    assert "of 2 items" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("lines", "match"),
+    [([{"input": "Q:"}], "line 1: needs string fields"), ([], "candidate pool is empty")],
+)
+def test_select_command_bad_candidates_are_one_line_errors(
+    model_dir, tmp_path, capsys, lines, match
+):
+    path = _candidates(tmp_path, lines) if lines else tmp_path / "empty.jsonl"
+    if not lines:
+        path.write_text("", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["select", "--model", str(model_dir), "--query", QUERY, "--items", str(path),
+              "--out", str(tmp_path / "o")])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert match in err

@@ -10,6 +10,8 @@
 - ``corrective-context measure --model DIR --query TEXT --answer TEXT --items FILE --out DIR``:
   correction vectors, their regimes and the attention mass of each item on any transformers
   causal LM (:mod:`corrective_context.measure`).
+- ``corrective-context select --model DIR --query TEXT --items FILE.jsonl --out DIR``: the
+  theory-guided selector on a transformers model (demonstrations, passages, memories).
 
 The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--no-progress``;
 results written atomically, verdicts printed) come from :class:`paperstack.contract.ContractCLI`.
@@ -261,7 +263,9 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder for measurements.json")
 
 
-def _read_items(path: Path) -> list[str]:
+def _read_lines(path: Path) -> list[tuple[int, str]]:
+    """The non-blank lines of a UTF-8 file with their line numbers; an empty file is an empty
+    candidate pool."""
     from corrective_context.errors import CorrectiveContextError
 
     if path.is_dir():
@@ -272,7 +276,7 @@ def _read_items(path: Path) -> list[str]:
         raise CorrectiveContextError(f"--items {path}: no such file") from None
     except UnicodeDecodeError:
         raise CorrectiveContextError(f"--items {path}: not UTF-8 text") from None
-    items = [line for line in text.splitlines() if line.strip()]
+    items = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not items:
         raise CorrectiveContextError(f"--items {path}: the candidate pool is empty (no lines)")
     return items
@@ -292,7 +296,7 @@ def measure_command(args: argparse.Namespace) -> int:
     from paperstack import tiny
     from paperstack.records import atomic_write_json
 
-    items = _read_items(args.items)
+    items = [line for _, line in _read_lines(args.items)]
     if args.out.exists() and not args.out.is_dir():
         raise CorrectiveContextError(f"--out {args.out}: is a file, not a folder")
     model, tokenizer = tiny.load(args.model)
@@ -306,6 +310,75 @@ def measure_command(args: argparse.Namespace) -> int:
         print(f"item {item.index}: {item.probability.regime} (rho {item.probability.ratio:+.3g}, "
               f"omega {item.probability.off_axis:.3g}), attention {mass}")  # fmt: skip
     print(f"wrote {args.out / 'measurements.json'}")
+    return 0
+
+
+def _select_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="a local transformers causal-LM folder or hub id")  # fmt: skip
+    p.add_argument("--query", required=True, help="the query text (the prompt's last piece)")
+    p.add_argument("--items", type=Path, required=True,
+                   help='JSONL of candidates: {"input": ..., "answer": ...[, "text": ...]} '
+                   "(text defaults to input + answer)")  # fmt: skip
+    p.add_argument("--budget", type=positive_int, default=8, help="at most this many items")
+    p.add_argument("--separator", default="\n", help="text after each item (default newline)")
+    p.add_argument("--out", type=Path, required=True, help="folder for selection.json")
+
+
+def _read_candidates(path: Path) -> list[dict[str, str]]:
+    import json
+
+    from corrective_context.errors import CorrectiveContextError
+
+    rows = []
+    for number, line in _read_lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorrectiveContextError(
+                f"--items {path}: line {number}: not JSON ({exc.msg})"
+            ) from None
+        if not (isinstance(obj, dict) and isinstance(obj.get("input"), str)
+                and isinstance(obj.get("answer"), str)):  # fmt: skip
+            raise CorrectiveContextError(
+                f"--items {path}: line {number}: needs string fields 'input' and 'answer'"
+            )
+        text = obj.get("text", obj["input"] + obj["answer"])
+        rows.append({"input": obj["input"], "answer": obj["answer"], "text": str(text)})
+    return rows
+
+
+@cli.command("select", "theory-guided selection of demonstrations, passages or memories",
+             _select_arguments)  # fmt: skip
+def select_command(args: argparse.Namespace) -> int:
+    """The selector on a transformers model (:func:`corrective_context.measure.select_items`):
+    the chosen items, in prompt order, in ``OUT/selection.json``."""
+    from paperstack.progress import quiet_libraries
+
+    quiet_libraries()
+    _threads()
+    from corrective_context.errors import CorrectiveContextError
+    from corrective_context.measure import select_items
+    from corrective_context.selector import SelectorConfig
+    from paperstack import tiny
+    from paperstack.records import atomic_write_json
+
+    candidates = _read_candidates(args.items)
+    if args.out.exists() and not args.out.is_dir():
+        raise CorrectiveContextError(f"--out {args.out}: is a file, not a folder")
+    model, tokenizer = tiny.load(args.model)
+    sel = select_items(
+        model, tokenizer, args.query, [c["text"] for c in candidates],
+        [c["input"] for c in candidates], [c["answer"] for c in candidates],
+        config=SelectorConfig(budget=args.budget), separator=args.separator,
+    )  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(args.out / "selection.json", {
+        "model": str(args.model), "query": args.query, "chosen": sel.chosen,
+        "greedy_order": sel.order, "items": [candidates[i]["text"] for i in sel.chosen],
+    })  # fmt: skip
+    print(f"chose {len(sel.chosen)} of {len(candidates)} items: {sel.chosen}")
+    print(f"wrote {args.out / 'selection.json'}")
     return 0
 
 
