@@ -50,8 +50,22 @@ MATCH_P = (0.05, 0.1, 0.2, 0.3, 0.5)
 #: The tiny-model arm: N = 4 seats on addition, two tiny Llamas trained on sums (bare: they see
 #: the question only, sampled at temperature 0.7) and two scripted agents that read messages.
 #: The tiny model is trained for few steps on purpose, so that it makes mistakes to vote on.
-TINY = {"preset": "tiny", "steps": 300, "train": 60, "test": 60, "iterations": 20, "batch": 24}
-TINY_QUICK = {"preset": "micro", "steps": 30, "train": 8, "test": 8, "iterations": 2, "batch": 8}
+TINY: dict[str, Any] = {
+    "preset": "tiny",
+    "steps": 300,
+    "train": 60,
+    "test": 60,
+    "iterations": 20,
+    "batch": 24,
+}
+TINY_QUICK: dict[str, Any] = {
+    "preset": "micro",
+    "steps": 30,
+    "train": 8,
+    "test": 8,
+    "iterations": 2,
+    "batch": 8,
+}
 TINY_SYSTEMS = ("orchestra_rl", "single_shot", "self_consistency", "random_broadcast",
                 "fixed_complete")  # fmt: skip
 FIXED = ("complete", "star", "ring", "clusters", "pipeline")
