@@ -47,6 +47,27 @@ BASELINES = ("single_shot", "self_consistency", "random_broadcast")
 #: Speak probabilities tried for the spend-matched random broadcast: the one whose spend on the
 #: training instances is closest to the learned policy's there is the control.
 MATCH_P = (0.05, 0.1, 0.2, 0.3, 0.5)
+#: The tiny-model arm: N = 4 seats on addition, two tiny Llamas trained on sums (bare: they see
+#: the question only, sampled at temperature 0.7) and two scripted agents that read messages.
+#: The tiny model is trained for few steps on purpose, so that it makes mistakes to vote on.
+TINY: dict[str, Any] = {
+    "preset": "tiny",
+    "steps": 300,
+    "train": 60,
+    "test": 60,
+    "iterations": 20,
+    "batch": 24,
+}
+TINY_QUICK: dict[str, Any] = {
+    "preset": "micro",
+    "steps": 30,
+    "train": 8,
+    "test": 8,
+    "iterations": 2,
+    "batch": 8,
+}
+TINY_SYSTEMS = ("orchestra_rl", "single_shot", "self_consistency", "random_broadcast",
+                "fixed_complete")  # fmt: skip
 FIXED = ("complete", "star", "ring", "clusters", "pipeline")
 
 
@@ -166,7 +187,10 @@ def demo(run: Run) -> Report:
                 choices[n].update(learned.choices)
                 bar.advance()
 
+    tiny_acc, tiny_config = _tiny_arm(run)
     rows: list[Row] = []
+    for system, values in tiny_acc.items():
+        rows.append(Row.from_seeds(system, "accuracy", values, split="tiny-agents N=4"))
     for n in sizes:
         for system in systems:
             rows.append(Row.from_seeds(system, "accuracy", acc[n][system], split=_split(n)))
@@ -258,6 +282,17 @@ def demo(run: Run) -> Report:
     figure = bar_chart(rows, "accuracy", run.out / "accuracy.png", split=large)
     (run.out / "traces.json").write_text(json.dumps(traces, indent=1))
     intro = _intro(run, sizes, scale, best_fixed, best_any, choices, premise.verdict)
+    tiny_first = tiny_config["tiny_model_first_answer_accuracy"]
+    intro += (
+        "\n\nTiny-model agents (rows of split `tiny-agents N=4`, measured, no claim): per seed "
+        f"two tiny Llamas trained {tiny_config['steps']} steps on sums (`paperstack.tiny` "
+        f"preset {tiny_config['preset']}, bare agents sampled at temperature 0.7; their own "
+        "first answers are right in "
+        + ", ".join(f"{float(v):.0%}" for v in tiny_first.values())
+        + " of test instances by seed) and two scripted agents that read the messages, "
+        f"addition only, {tiny_config['test']} test instances, budget 12 calls, the "
+        f"orchestrator trained {tiny_config['iterations']} updates on this swarm.\n"
+    )
     config = {
         "sizes": list(sizes),
         "budget": f"{CALLS_PER_AGENT} N calls per instance",
@@ -270,11 +305,81 @@ def demo(run: Run) -> Report:
         "random_broadcast_matched_p": matched_p,
         "train_seconds": train_seconds,
         "embeddings": {"texts": len(embedder), "seconds": round(embedder.seconds, 2)},
+        "tiny_agents": tiny_config,
         "topology_frequencies": {
             _split(n): {"/".join(k): v for k, v in sorted(c.items())} for n, c in choices.items()
         },
     }
     return Report(rows, claims, intro=intro, figures=[figure], config=config)
+
+
+def _tiny_arm(run: Run) -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
+    """Real models in the seats: per seed, a mixed swarm of two tiny Llamas trained on sums
+    (``paperstack.tiny``, bare agents sampled at temperature 0.7) and two scripted agents that
+    read the swarm's messages, on addition; every policy of :data:`TINY_SYSTEMS` at 3 N calls,
+    the orchestrator trained on the seed's training instances. Measured, no claim: it shows the
+    runtime and the policies with model outputs whose correctness nothing in the toy decides."""
+    import numpy as np
+    import torch
+
+    from orchestra_rl.agents import AgentSpec, scripted_swarm
+    from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
+    from orchestra_rl.entropy import CachedEmbedder
+    from orchestra_rl.orchestrator import TrainConfig, train_orchestrator
+    from orchestra_rl.swarm import Policy, Swarm, SwarmConfig
+    from orchestra_rl.tasks import builtin_evaluator, instance_pool
+    from paperstack import tiny
+    from paperstack.embed import Embedder
+    from paperstack.llm import TransformersChat
+
+    cfg = TINY_QUICK if run.quick else TINY
+    started = time.perf_counter()
+    model, tokenizer = tiny.pretrained(
+        cfg["preset"], ("addition",), steps=cfg["steps"], progress=run.show_progress
+    )
+    model.eval()
+    chat = TransformersChat(model, tokenizer, batch_size=64, name=f"tiny-addition-{cfg['steps']}")
+    load_seconds = time.perf_counter() - started
+    evaluator = builtin_evaluator(("addition",))
+    embedder = CachedEmbedder(Embedder())
+    acc: dict[str, dict[int, float]] = {s: {} for s in TINY_SYSTEMS}
+    model_acc: dict[int, float] = {}
+    for seed in run.seeds:
+        train = instance_pool("addition", cfg["train"], "train", seed)
+        test = instance_pool("addition", cfg["test"], "test", seed)
+        models = [
+            AgentSpec(chat, name=f"tiny#{i}", temperature=0.7, max_new_tokens=8, bare=True)
+            for i in range(2)
+        ]
+        seats = [*models, *scripted_swarm(train + test, 2, seed)]
+        swarm = Swarm(seats, evaluator, SwarmConfig(budget=12, max_rounds=MAX_ROUNDS),
+                      embedder=embedder)  # fmt: skip
+        torch.manual_seed(seed)
+        learned, _ = train_orchestrator(
+            swarm, train, TrainConfig(iterations=cfg["iterations"], batch=cfg["batch"]), seed,
+            kinds=("addition",),
+        )  # fmt: skip
+        policies: list[Policy] = [learned, SingleShot(), SelfConsistency(), RandomBroadcast(),
+                                  FixedTopology("complete")]  # fmt: skip
+        for policy in policies:
+            episodes = swarm.run(test, policy, seed=seed)
+            acc[policy.name][seed] = float(np.mean([e.score for e in episodes]))
+            if policy.name == "single_shot":  # the tiny seats' own first answers
+                first = [
+                    evaluator.score(e.instance, c.answer)
+                    for e in episodes
+                    for c in e.trace
+                    if c.agent < 2
+                ]
+                model_acc[seed] = float(np.mean(first))
+    config = {
+        **cfg,
+        "seats": "2 tiny Llamas (bare, temperature 0.7) + 2 scripted agents",
+        "tiny_model_first_answer_accuracy": {str(k): round(v, 4) for k, v in model_acc.items()},
+        "seconds": round(time.perf_counter() - started, 2),
+        "model_load_or_train_seconds": round(load_seconds, 2),
+    }
+    return acc, config
 
 
 def _intro(
