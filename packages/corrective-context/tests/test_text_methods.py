@@ -180,3 +180,18 @@ def test_select_command_bad_input_is_one_line(model_dir, tmp_path, capsys, flags
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert match in err
+
+
+def test_without_the_embed_extra_minilm_methods_name_the_extra(monkeypatch):
+    from corrective_context import baselines
+
+    from paperstack.embed import EmbedError
+
+    def missing():
+        raise EmbedError("the all-MiniLM-L6-v2 model package is not installed")
+
+    monkeypatch.setattr(baselines, "_embedder", missing)
+    for method in ("top-k", "dpp"):
+        with pytest.raises(CorrectiveContextError, match=r"corrective-context\[embed\]"):
+            rank_texts(method, QUERY, ITEMS, 2)
+    assert rank_texts("bm25", QUERY, ITEMS, 1) == [0]  # BM25 needs no extra
