@@ -134,15 +134,6 @@ def test_the_corrective_method_needs_inputs_and_answers(lm):
         select_items(model, tokenizer, QUERY, ITEMS)
 
 
-@pytest.fixture(scope="module")
-def model_dir(lm, tmp_path_factory):
-    model, tokenizer = lm
-    path = tmp_path_factory.mktemp("lm")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def _jsonl(tmp_path, lines):
     path = tmp_path / "pool.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
