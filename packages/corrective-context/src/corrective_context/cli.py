@@ -10,8 +10,9 @@
 - ``corrective-context measure --model DIR --query TEXT --answer TEXT --items FILE --out DIR``:
   correction vectors, their regimes and the attention mass of each item on any transformers
   causal LM (:mod:`corrective_context.measure`).
-- ``corrective-context select --model DIR --query TEXT --items FILE.jsonl --out DIR``: the
-  theory-guided selector on a transformers model (demonstrations, passages, memories).
+- ``corrective-context select --model DIR --query TEXT --items FILE.jsonl [--method NAME]
+  --out DIR``: the theory-guided selector, or a baseline by name (top-k MiniLM similarity,
+  BM25, DPP, random, all items), on a transformers model (demonstrations, passages, memories).
 
 The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--no-progress``;
 results written atomically, verdicts printed) come from :class:`paperstack.contract.ContractCLI`.
@@ -27,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from corrective_context import __version__
-from paperstack.contract import ContractCLI, Report, Run, fraction, positive_int
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    fraction,
+    non_negative_int,
+    positive_int,
+)
 
 cli = ContractCLI("corrective-context", "corrective-context", __version__, __doc__)
 
@@ -319,13 +327,20 @@ def _select_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query", required=True, help="the query text (the prompt's last piece)")
     p.add_argument("--items", type=Path, required=True,
                    help='JSONL of candidates: {"input": ..., "answer": ...[, "text": ...]} '
-                   "(text defaults to input + answer)")  # fmt: skip
+                   "(text defaults to input + answer); the baselines need only "
+                   '{"text": ...}')  # fmt: skip
+    p.add_argument("--method", default="corrective",
+                   help="corrective (default), top-k (MiniLM), bm25, dpp (MiniLM), random, "
+                   "all-items; top-k and dpp need corrective-context[embed]")  # fmt: skip
     p.add_argument("--budget", type=positive_int, default=8, help="at most this many items")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --method random")
     p.add_argument("--separator", default="\n", help="text after each item (default newline)")
     p.add_argument("--out", type=Path, required=True, help="folder for selection.json")
 
 
-def _read_candidates(path: Path) -> list[dict[str, str]]:
+def _read_candidates(path: Path, answers: bool = True) -> list[dict[str, str]]:
+    """The candidates of a JSONL file; ``answers``: each needs ``input`` and ``answer`` (the
+    corrective selector), else a ``text`` (or ``input`` + ``answer``) is enough."""
     import json
 
     from corrective_context.errors import CorrectiveContextError
@@ -338,13 +353,22 @@ def _read_candidates(path: Path) -> list[dict[str, str]]:
             raise CorrectiveContextError(
                 f"--items {path}: line {number}: not JSON ({exc.msg})"
             ) from None
-        if not (isinstance(obj, dict) and isinstance(obj.get("input"), str)
-                and isinstance(obj.get("answer"), str)):  # fmt: skip
+        paired = (isinstance(obj, dict) and isinstance(obj.get("input"), str)
+                  and isinstance(obj.get("answer"), str))  # fmt: skip
+        if paired:
+            text = obj.get("text", obj["input"] + obj["answer"])
+            rows.append({"input": obj["input"], "answer": obj["answer"], "text": str(text)})
+        elif answers:
             raise CorrectiveContextError(
                 f"--items {path}: line {number}: needs string fields 'input' and 'answer'"
             )
-        text = obj.get("text", obj["input"] + obj["answer"])
-        rows.append({"input": obj["input"], "answer": obj["answer"], "text": str(text)})
+        elif isinstance(obj, dict) and isinstance(obj.get("text"), str):
+            rows.append({"text": obj["text"]})
+        else:
+            raise CorrectiveContextError(
+                f"--items {path}: line {number}: needs a string field 'text' (or 'input' and "
+                "'answer')"
+            )
     return rows
 
 
@@ -357,27 +381,32 @@ def select_command(args: argparse.Namespace) -> int:
 
     quiet_libraries()
     _threads()
+    from corrective_context.baselines import check_method
     from corrective_context.errors import CorrectiveContextError
     from corrective_context.measure import select_items
     from corrective_context.selector import SelectorConfig
     from paperstack import tiny
     from paperstack.records import atomic_write_json
 
-    candidates = _read_candidates(args.items)
+    method = check_method(args.method)
+    corrective = method == "corrective"
+    candidates = _read_candidates(args.items, answers=corrective)
     if args.out.exists() and not args.out.is_dir():
         raise CorrectiveContextError(f"--out {args.out}: is a file, not a folder")
     model, tokenizer = tiny.load(args.model)
     sel = select_items(
         model, tokenizer, args.query, [c["text"] for c in candidates],
-        [c["input"] for c in candidates], [c["answer"] for c in candidates],
-        config=SelectorConfig(budget=args.budget), separator=args.separator,
+        [c["input"] for c in candidates] if corrective else None,
+        [c["answer"] for c in candidates] if corrective else None,
+        method=method, config=SelectorConfig(budget=args.budget), separator=args.separator,
+        seed=args.seed,
     )  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "selection.json", {
-        "model": str(args.model), "query": args.query, "chosen": sel.chosen,
-        "greedy_order": sel.order, "items": [candidates[i]["text"] for i in sel.chosen],
+        "model": str(args.model), "query": args.query, "method": method, "chosen": sel.chosen,
+        "order": sel.order, "items": [candidates[i]["text"] for i in sel.chosen],
     })  # fmt: skip
-    print(f"chose {len(sel.chosen)} of {len(candidates)} items: {sel.chosen}")
+    print(f"{method}: chose {len(sel.chosen)} of {len(candidates)} items: {sel.chosen}")
     print(f"wrote {args.out / 'selection.json'}")
     return 0
 

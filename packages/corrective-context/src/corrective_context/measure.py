@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from corrective_context.baselines import check_method, rank_texts
 from corrective_context.correction import TOLERANCE, Correction, decompose
 from corrective_context.errors import CorrectiveContextError
 from corrective_context.selector import Selection, SelectorConfig, select
@@ -218,32 +219,39 @@ def select_items(
     tokenizer: Any,
     query: str,
     items: Sequence[str],
-    item_inputs: Sequence[str],
-    item_answers: Sequence[str],
+    item_inputs: Sequence[str] | None = None,
+    item_answers: Sequence[str] | None = None,
     *,
+    method: str = "corrective",
     keys: np.ndarray | None = None,
     query_key: np.ndarray | None = None,
     config: SelectorConfig | None = None,
     separator: str = "\n",
+    seed: int = 0,
 ) -> Selection:
-    """The theory-guided selector (:mod:`corrective_context.selector`) on a transformers causal
-    LM: a drop-in for demonstration, passage or memory selection.
+    """Select context items for the query on a transformers causal LM by the method named
+    ``method`` (:data:`corrective_context.baselines.METHODS`): a drop-in for demonstration,
+    passage or memory selection, with the baselines in the same harness.
 
-    ``items`` are the texts that go into the prompt (e.g. ``"Q: ... A: Paris"``);
-    ``item_inputs``/``item_answers`` split each into the input the model answers and its known
-    answer, which give the model's zero-shot error on the item in answer-probability space
-    (``softmax - one-hot`` of the answer's first token). Keys default to the model's own final
-    hidden states of the item inputs and of the query (complementarity in the model's own
-    states); pass MiniLM keys (:func:`corrective_context.baselines.embed_texts`) instead if you
-    like. Items go before the query in the order chosen.
+    ``items`` are the texts that go into the prompt (e.g. ``"Q: ... A: Paris"``), before the
+    query in the order chosen. ``"corrective"`` is the theory-guided selector
+    (:mod:`corrective_context.selector`): ``item_inputs``/``item_answers`` split each item into
+    the input the model answers and its known answer, which give the model's zero-shot error on
+    the item in answer-probability space (``softmax - one-hot`` of the answer's first token);
+    keys default to the model's own final hidden states of the item inputs and of the query
+    (complementarity in the model's own states); pass MiniLM keys
+    (:func:`corrective_context.baselines.embed_texts`) instead if you like. The baselines rank
+    the item texts against the query text (:func:`corrective_context.baselines.rank_texts`:
+    ``top-k`` and ``dpp`` over MiniLM, extra ``embed``; ``bm25`` over words; ``random`` with
+    ``seed``; ``all-items``) up to ``config.budget`` items, and keep the longest prefix of that
+    ranking that fits the model's context with the query.
+
+    Every method refuses an unknown name, an empty pool and an item that does not fit the
+    context with the query, with one line.
     """
+    check_method(method)
     if not items:
         raise CorrectiveContextError("the candidate pool is empty: nothing to select from")
-    if not len(items) == len(item_inputs) == len(item_answers):
-        raise CorrectiveContextError(
-            f"items, item_inputs and item_answers differ in length: {len(items)}, "
-            f"{len(item_inputs)}, {len(item_answers)}"
-        )
     prefix = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     q_ids = _ids(tokenizer, query)
     pieces = [_ids(tokenizer, item + separator) for item in items]
@@ -255,6 +263,27 @@ def select_items(
                     f"item {i}: {len(prefix) + len(piece) + len(q_ids)} tokens with the query, "
                     f"longer than the model's context ({limit})"
                 )
+    config = config or SelectorConfig()
+    if method != "corrective":
+        ranking = rank_texts(method, query, items, config.budget, seed)
+        chosen: list[int] = []
+        used = len(prefix) + len(q_ids)
+        for i in ranking:
+            if limit is not None and used + len(pieces[i]) > limit:
+                break
+            chosen.append(i)
+            used += len(pieces[i])
+        return Selection(chosen, np.zeros(0), ranking, method=method)
+    if item_inputs is None or item_answers is None:
+        raise CorrectiveContextError(
+            "method 'corrective' needs each item's input and known answer (item_inputs, "
+            "item_answers)"
+        )
+    if not len(items) == len(item_inputs) == len(item_answers):
+        raise CorrectiveContextError(
+            f"items, item_inputs and item_answers differ in length: {len(items)}, "
+            f"{len(item_inputs)}, {len(item_answers)}"
+        )
     model.eval()
     own_keys, errors = [], []
     for i, (inp, ans) in enumerate(zip(item_inputs, item_answers, strict=True)):
@@ -282,5 +311,4 @@ def select_items(
             rows.append(_answer_state(model, ids + q_ids)[1])
         return np.stack(rows)
 
-    config = config or SelectorConfig()
     return select(np.asarray(query_key), np.asarray(keys), np.stack(errors), answer, config)

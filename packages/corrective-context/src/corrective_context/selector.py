@@ -50,8 +50,9 @@ class SelectorConfig:
 @dataclass(frozen=True)
 class Selection:
     chosen: list[int]
-    error_estimate: np.ndarray
-    order: list[int] = field(default_factory=list)  #: the greedy order before the check
+    error_estimate: np.ndarray  #: ê (empty for the baselines, which estimate no error)
+    order: list[int] = field(default_factory=list)  #: the greedy order (a baseline's ranking)
+    method: str = "corrective"  #: which method chose (``corrective_context.baselines.METHODS``)
 
 
 def estimate_error(
