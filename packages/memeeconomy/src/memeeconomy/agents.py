@@ -27,10 +27,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from paperstack.llm import RuleAgent
-
 from memeeconomy.errors import MemeEconomyError
 from memeeconomy.events import COMMUNITIES, Community, EventSet
+from paperstack.llm import RuleAgent
 
 __all__ = ["POPULATIONS", "Profile", "ScriptedInvestor", "population"]
 

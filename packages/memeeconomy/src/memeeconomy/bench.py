@@ -12,17 +12,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paperstack.records import Row
-
 from memeeconomy.agents import population
 from memeeconomy.events import shipped_events
 from memeeconomy.market import MarketConfig, run_market
-from memeeconomy.verifier import KeywordVerifier, MiniLMFeatures, MiniLMVerifier, examples_from_ledger
+from memeeconomy.verifier import (
+    KeywordVerifier,
+    MiniLMFeatures,
+    MiniLMVerifier,
+    examples_from_ledger,
+)
+from paperstack.records import Row
 
 __all__ = ["measure"]
 
 
-def measure(out: Path, *, repeats: int, quick: bool, seed: int = 0) -> tuple[list[Row], dict[str, Any]]:
+def measure(
+    out: Path, *, repeats: int, quick: bool, seed: int = 0
+) -> tuple[list[Row], dict[str, Any]]:
     events = shipped_events()
     if quick:
         events = events.subset(events.ids[:16])
@@ -42,7 +48,7 @@ def measure(out: Path, *, repeats: int, quick: bool, seed: int = 0) -> tuple[lis
         shutil.rmtree(tmp, ignore_errors=True)
     examples = examples_from_ledger(records, events, "bench")
     n = min(len(examples), 64 if quick else 256)
-    train, test = examples[: n], examples[-n:]
+    train, test = examples[:n], examples[-n:]
     kw = KeywordVerifier()
     features = MiniLMFeatures()
     minilm = MiniLMVerifier(features, epochs=1, seed=seed)

@@ -20,9 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from paperstack.contract import ContractCLI, Report, Run, fraction, positive_float, positive_int
-
 from memeeconomy import __version__
+from paperstack.contract import ContractCLI, Report, Run, fraction, positive_float, positive_int
 
 cli = ContractCLI("memeeconomy", "memeeconomy", __version__, __doc__)
 
@@ -110,9 +109,12 @@ def demo(run: Run) -> Report:
         "held_out_agents": d.HELD_OUT_AGENTS,
         "populations": POPULATIONS,
         "verifier_sizes": d.QUICK_SIZES if run.quick else d.SIZES,
-        "planted": {"pressure_effect": d.PLANTED_PIM, "inside_interval": inside,
-                    "ack_suppression": d.PLANTED_SUPPRESSION,
-                    "deterrence": d.PLANTED_DETERRENCE},  # fmt: skip
+        "planted": {
+            "pressure_effect": d.PLANTED_PIM,
+            "inside_interval": inside,
+            "ack_suppression": d.PLANTED_SUPPRESSION,
+            "deterrence": d.PLANTED_DETERRENCE,
+        },
         "verifier_choice": chosen,
         "verifier_seconds": {s: r["seconds"] for s, r in per_seed.items()},
         "sft_losses": {s: r["sft_losses"] for s, r in per_seed.items()},
@@ -136,8 +138,11 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--p-remove", type=fraction, default=0.3,
                    help="removal probability of a harmful post (default 0.3)")  # fmt: skip
-    p.add_argument("--base-url", default=None,
-                   help="OpenAI-compatible server: the agents are served models (--model)")
+    p.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible server: the agents are served models (--model)",
+    )
     p.add_argument("--model", action="append", default=None, metavar="MODEL",
                    help="a served model as an agent (repeat for several)")  # fmt: skip
     p.add_argument("--timeout", type=positive_float, default=120.0)

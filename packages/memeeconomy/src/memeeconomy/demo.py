@@ -22,14 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from paperstack.records import Claim, Row
-
 from memeeconomy.agents import POPULATIONS, population
 from memeeconomy.events import EventSet
 from memeeconomy.market import PRESSURES, MarketConfig, run_market
 from memeeconomy.metrics import AgentStats, agent_stats, population_rows
+from paperstack.records import Claim, Row
 
-__all__ = ["AGENTS", "HELD_OUT_AGENTS", "SIZES", "QUICK_SIZES", "build_claims", "run_markets"]
+__all__ = ["AGENTS", "HELD_OUT_AGENTS", "QUICK_SIZES", "SIZES", "build_claims", "run_markets"]
 
 AGENTS = 12
 HELD_OUT_AGENTS = 3
@@ -37,7 +36,7 @@ PLANTED_PIM = POPULATIONS["survival"]["delta"]
 PLANTED_SUPPRESSION = POPULATIONS["survival"]["ack_low"] - POPULATIONS["survival"]["ack_high"]
 PLANTED_DETERRENCE = POPULATIONS["deterred"]["deterrence"]
 #: verifier split sizes per seed
-SIZES = {"train": 600, "val": 150, "test_id": 200, "test_ho": 200}
+SIZES = {"train": 500, "val": 120, "test_id": 180, "test_ho": 180}
 QUICK_SIZES = {"train": 240, "val": 80, "test_id": 100, "test_ho": 100}
 #: margins of the equivalence claims, fixed a priori
 NULL_PIM_MARGIN = 0.05
@@ -210,7 +209,9 @@ def evaluate_verifiers(
     train_keys = {ex.event for ex in splits["train"]} | {ex.agent for ex in splits["train"]}
     shared = sum(1 for ex in splits["test_ho"] if ex.event in train_keys or ex.agent in train_keys)
     tokenizer = tiny.build_tokenizer()
-    base_lm = tiny.build_model("micro" if quick else "tiny", tokenizer, seed=seed)
+    # The prompted chat verifier is the untrained toy-world LM (micro preset): at CPU scale no
+    # instruction-tuned model is available offline; the harness takes any ChatModel.
+    base_lm = tiny.build_model("micro", tokenizer, seed=seed)
     chat = ChatVerifier(TransformersChat(base_lm, tokenizer, batch_size=32), short=True,
                         max_new_tokens=4)  # fmt: skip
     verifiers: dict[str, Any] = {
@@ -219,7 +220,7 @@ def evaluate_verifiers(
         "prompted-chat": chat,
         "memeagent-minilm": MiniLMVerifier(features, epochs=2 if quick else 3, seed=seed),
         "memeagent-sft-lm": SFTVerifier(preset="micro" if quick else "tiny",
-                                        steps=20 if quick else 60, seed=seed),
+                                        steps=20 if quick else 40, seed=seed),
     }  # fmt: skip
     items: dict[str, dict[str, dict[str, float]]] = {}
     val: dict[str, float] = {}
@@ -228,7 +229,8 @@ def evaluate_verifiers(
         t0 = time.perf_counter()
         verifier.fit(splits["train"], splits["val"])
         items[name] = {
-            split: accuracy_items(verifier, splits[split]) for split in ("val", "test_id", "test_ho")
+            split: accuracy_items(verifier, splits[split])
+            for split in ("val", "test_id", "test_ho")
         }
         seconds[name] = time.perf_counter() - t0
         scores = items[name]["val"]

@@ -211,7 +211,9 @@ def _payouts(
     counts: dict[str, int] = {}
     for rec in choices.values():
         if rec is not None:
-            counts[rec.intention.target_community] = counts.get(rec.intention.target_community, 0) + 1
+            counts[rec.intention.target_community] = (
+                counts.get(rec.intention.target_community, 0) + 1
+            )
     out: dict[str, dict[str, Any]] = {}
     for agent in config.agents:  # a fixed order: the same draws on a resumed run
         noise = float(rng.normal(0.0, config.sigma))
@@ -361,7 +363,6 @@ def _run(
         ledger.append(
             {"kind": "round", "round": r, "event": event.id, "outcomes": outcome,
              "balances": {a: round(b, 2) for a, b in balances.items()}},
-            sync=True,
         )  # fmt: skip
     return _result(config, ledger, balances, asked, pressure)
 

@@ -82,9 +82,7 @@ def agent_stats(records: Iterable[dict[str, Any]]) -> dict[str, AgentStats]:
     return out
 
 
-def cluster_rate_row(
-    system: str, metric: str, values: dict[str, list[int]], **fields: Any
-) -> Row:
+def cluster_rate_row(system: str, metric: str, values: dict[str, list[int]], **fields: Any) -> Row:
     """A rate over all decisions of ``values`` ({agent key: 0/1 outcomes}), its interval from
     resampling agents (at least 10 agents with decisions; otherwise no interval)."""
     xs = [x for v in values.values() for x in v]
@@ -146,7 +144,10 @@ def population_rows(
         rows.append(Row.from_items(name, "deterrence", deterrence,
                                    unit="T5 share after clean - after own removal"))  # fmt: skip
     # The pooled (paper-style) view: harm right after a removal vs after a clean round.
-    for label, attr in (("harm_after_removal", "after_removal"), ("harm_after_clean", "after_clean")):
+    for label, attr in (
+        ("harm_after_removal", "after_removal"),
+        ("harm_after_clean", "after_clean"),
+    ):
         merged = {f"{p}/{k}": getattr(s, attr) for p, agents in by_pressure.items()
                   for k, s in agents.items()}  # fmt: skip
         rows.append(cluster_rate_row(name, label, merged, split="pooled"))

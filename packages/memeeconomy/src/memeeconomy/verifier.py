@@ -259,9 +259,7 @@ class EmbeddingVerifier:
 
     def _scores(self, examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
         memes = self.features.embed([ex.meme for ex in examples])
-        posts = self.features.embed(
-            [f"{ex.meme} {ex.event_title}" for ex in examples]
-        )
+        posts = self.features.embed([f"{ex.meme} {ex.event_title}" for ex in examples])
         harm = (memes @ self._harm.T).max(axis=1) - (memes @ self._benign.T).max(axis=1)
         fit = np.array([float(p @ self._rules[ex.community]) for p, ex in zip(posts, examples,
                         strict=True)])  # fmt: skip
