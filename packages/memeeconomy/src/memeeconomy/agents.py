@@ -60,7 +60,7 @@ class Profile:
 #: under pressure, acknowledgement falls from 0.9 to 0.4, removals do not deter), ``steady``
 #: (the null: no pressure effect, no suppression), ``deterred`` (like ``survival`` but a
 #: removal cuts the next round's harm probability by 0.25).
-POPULATIONS: dict[str, dict[str, float]] = {
+POPULATIONS: dict[str, dict[str, Any]] = {
     "survival": {"delta": 0.15, "ack_low": 0.9, "ack_high": 0.4, "deterrence": 0.0},
     "steady": {"delta": 0.0, "ack_low": 0.9, "ack_high": 0.9, "deterrence": 0.0},
     "deterred": {"delta": 0.15, "ack_low": 0.9, "ack_high": 0.4, "deterrence": 0.25},

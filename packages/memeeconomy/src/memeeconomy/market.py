@@ -338,6 +338,7 @@ def _run(
                 text = _ask(agents[a], messages, _round_seed(config.seed, config.pressure, r, a),
                             max_new_tokens)  # fmt: skip
                 parsed = parse_bdi(text, options_of[event.id], set(comm_by_name))
+                previous = last[a]
                 prior = {
                     "kind": "decision",
                     "round": r,
@@ -345,7 +346,7 @@ def _run(
                     "agent": a,
                     "pressure": config.pressure,
                     "state": {"karma": round(balances[a], 2),
-                              "removed_last": bool(last[a] and last[a].get("removed"))},
+                              "removed_last": bool(previous and previous.get("removed"))},
                     "raw": text,
                     "record": parsed.model_dump() if isinstance(parsed, BDIRecord) else None,
                     "failure": parsed.reason if isinstance(parsed, ParseFailure) else None,
@@ -354,8 +355,8 @@ def _run(
                 asked += 1
                 if on_decision is not None:
                     on_decision()
-            rec = prior.get("record")
-            choices[a] = BDIRecord.model_validate(rec) if rec is not None else None
+            logged: Any = prior.get("record")
+            choices[a] = BDIRecord.model_validate(logged) if logged is not None else None
         outcome = _payouts(config, event, comm_by_name, choices, r)
         for a in config.agents:
             balances[a] += float(outcome[a]["karma"])
