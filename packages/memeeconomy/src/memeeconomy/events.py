@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from memeeconomy.errors import MemeEconomyError
+from memeeconomy.errors import MemeEconomyError, read_text
 
 __all__ = [
     "COMMUNITIES",
@@ -199,16 +199,7 @@ def load_events(path: str | Path) -> EventSet:
     UTF-8, bad JSON, a missing or mistyped field, repeated ids, an empty file.
     """
     p = Path(path)
-    if p.is_dir():
-        raise MemeEconomyError(f"{p}: is a folder, expected an events file (JSON or JSONL)")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MemeEconomyError(f"{p}: no such events file") from None
-    except UnicodeDecodeError as exc:
-        raise MemeEconomyError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise MemeEconomyError(f"{p}: cannot read ({exc.strerror})") from None
+    text = read_text(p, "an events file")
     stripped = text.lstrip()
     events: list[Event] = []
     if stripped.startswith("["):

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from memeeconomy.errors import MemeEconomyError
+from memeeconomy.errors import MemeEconomyError, read_text
 
 __all__ = ["LEDGER_VERSION", "Ledger", "config_digest", "read_ledger"]
 
@@ -41,14 +41,7 @@ def _first_difference(old: Any, new: Any, path: str = "") -> str:
 def read_ledger(path: str | Path) -> list[dict[str, Any]]:
     """Every complete record of a ledger file (a torn last line is skipped)."""
     p = Path(path)
-    if p.is_dir():
-        raise MemeEconomyError(f"{p}: is a folder, expected a ledger file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MemeEconomyError(f"{p}: no such ledger") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MemeEconomyError(f"{p}: cannot read the ledger ({exc})") from None
+    text = read_text(p, "a ledger file")
     records = []
     lines = text.split("\n")
     for number, line in enumerate(lines, 1):
