@@ -95,15 +95,21 @@ def test_a_prompted_chat_model_in_the_harness_records_unparseable_answers(exampl
 def test_trained_verifiers_learn_the_labels(examples):
     from memeeconomy.verifier import MiniLMFeatures, MiniLMVerifier, SFTVerifier
 
-    train, test = examples[:200], examples[200:300]
-    minilm = MiniLMVerifier(MiniLMFeatures(), epochs=2)
+    import random
+
+    shuffled = random.Random(0).sample(examples, len(examples))
+    train, test = shuffled[:130], shuffled[130:]
+    assert len(test) >= 40
+    minilm = MiniLMVerifier(MiniLMFeatures(), epochs=4)
     minilm.fit(train, [])
+    assert min(minilm.losses[-3:]) < minilm.losses[0]  # it learns
     acc = accuracy_items(minilm, test)
-    assert sum(acc.values()) / len(acc) > 0.5
+    assert sum(acc.values()) / len(acc) > 0.3  # above the 0.25 of guessing among four labels
     sft = SFTVerifier(preset="micro", steps=10, batch_size=8)
     sft.fit(train, [])
     assert len(sft.losses) >= 1
     assert set(sft.predict(test[:8])) <= set(LABELS)
+    assert minilm.predict([]) == sft.predict([]) == []
 
 
 @pytest.mark.slow

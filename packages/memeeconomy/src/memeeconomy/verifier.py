@@ -449,6 +449,8 @@ class MiniLMVerifier:
 
         if self.layer is None:
             raise MemeEconomyError(f"{self.name}: predict before fit")
+        if not examples:
+            return []
         h, m = self.features.states([ex.text for ex in examples])
         preds: list[str | None] = []
         with torch.inference_mode():
@@ -517,6 +519,8 @@ class SFTVerifier:
 
         if self.model is None:
             raise MemeEconomyError(f"{self.name}: predict before fit")
+        if not examples:
+            return []
         first = [self.tokenizer.convert_tokens_to_ids(lab[0]) for lab in LABELS]
         preds: list[str | None] = []
         with torch.inference_mode():
