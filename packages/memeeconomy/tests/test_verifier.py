@@ -93,9 +93,9 @@ def test_a_prompted_chat_model_in_the_harness_records_unparseable_answers(exampl
 
 @pytest.mark.slow
 def test_trained_verifiers_learn_the_labels(examples):
-    from memeeconomy.verifier import MiniLMFeatures, MiniLMVerifier, SFTVerifier
-
     import random
+
+    from memeeconomy.verifier import MiniLMFeatures, MiniLMVerifier, SFTVerifier
 
     shuffled = random.Random(0).sample(examples, len(examples))
     train, test = shuffled[:130], shuffled[130:]
