@@ -1,0 +1,215 @@
+"""``memeeconomy``: the command line of memeeconomy.
+
+- ``memeeconomy demo --out DIR``: three planted scripted populations in the market under low
+  and high pressure (every ledger in ``DIR/ledgers``), their metrics, and MemeAgent against the
+  zero-shot verifiers; claims with verdicts in ``DIR/results.json``. ``--quick``: one seed and
+  small verifier splits (about a minute).
+- ``memeeconomy simulate --ledger FILE ...``: one market (scripted population, or agents served
+  by any OpenAI-compatible server with ``--base-url``), resumed if the ledger exists.
+- ``memeeconomy bench --out DIR``: market rounds per second and verifier throughput.
+
+The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--no-progress``;
+results written atomically, verdicts printed) come from :class:`paperstack.contract.ContractCLI`.
+Heavy imports stay inside the commands so that ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from memeeconomy import __version__
+from paperstack.contract import ContractCLI, Report, Run, fraction, positive_float, positive_int
+
+cli = ContractCLI("memeeconomy", "memeeconomy", __version__, __doc__)
+
+
+def _events_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--events",
+        type=Path,
+        default=None,
+        help="your own events (JSON list or JSONL, the fields of memeeconomy.events.Event); "
+        "default: the 64 shipped events",
+    )
+
+
+def _load(path: Path | None) -> Any:
+    from memeeconomy.events import load_events, shipped_events
+
+    return shipped_events() if path is None else load_events(path)
+
+
+def _threads() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@cli.demo(arguments=_events_argument, seeds=3, quick_seeds=1, devices=("cpu",))
+def demo(run: Run) -> Report:
+    """Planted populations, their metrics with agent-clustered intervals, and the verifiers."""
+    from memeeconomy import demo as d
+    from memeeconomy.agents import POPULATIONS
+    from memeeconomy.verifier import MiniLMFeatures
+    from paperstack.report import bar_chart
+
+    _threads()
+    events = _load(run.args.events)
+    ledgers = run.out / "ledgers"
+    stats: dict[str, Any] = {}
+    per_seed: dict[int, dict[str, Any]] = {}
+    features = MiniLMFeatures()
+    total = len(run.seeds) * (len(POPULATIONS) * 2 + 1)
+    with run.progress(total, "markets and verifiers") as bar:
+        for seed in run.seeds:
+            seed_stats, records = d.run_markets(events, seed, ledgers, advance=bar.advance)
+            for name, per in seed_stats.items():
+                stats.setdefault(name, {}).update(per)
+            per_seed[seed] = d.evaluate_verifiers(records, events, seed, quick=run.quick,
+                                                  features=features, log=run.log)  # fmt: skip
+            bar.advance()
+    rows, summaries = d.market_rows(stats)
+    rows.extend(d.verifier_rows(per_seed))
+    claims = d.build_claims(rows)
+    pim = next(r for r in rows if r.system == "survival" and r.metric == "pressure_effect")
+    inside = pim.ci95 is not None and pim.ci95[0] <= d.PLANTED_PIM <= pim.ci95[1]
+    figures = [
+        bar_chart(rows, "harm_rate", run.out / "harm_rate_high.png", split="high"),
+        bar_chart(rows, "accuracy", run.out / "verifier_accuracy_held_out.png", split="test_ho"),
+    ]
+    chosen = {s: {"memeagent": r["memeagent"], "zero_shot": r["zero_shot"], "val": r["val"]}
+              for s, r in per_seed.items()}  # fmt: skip
+    chat_fail = sum(r["chat_failures"] for r in per_seed.values())
+    chat_asked = sum(r["chat_asked"] for r in per_seed.values())
+    intro = (
+        f"Three scripted populations of {d.AGENTS} agents on {len(events)} events "
+        f"({events.source}), each under low and high pressure, seeds "
+        f"{', '.join(map(str, run.seeds))} (toy scale, CPU). Market claims are per agent "
+        "(paired bootstrap over agents, seeds pool: each seed draws new agents); rates carry "
+        "intervals clustered by agent. Planted: pressure effect "
+        f"{d.PLANTED_PIM} (measured {pim.value:.3f}, interval "
+        f"[{pim.ci95[0] if pim.ci95 else float('nan'):.3f}, "
+        f"{pim.ci95[1] if pim.ci95 else float('nan'):.3f}]: the planted value is "
+        f"{'inside' if inside else 'OUTSIDE'} it), acknowledgement suppression "
+        f"{d.PLANTED_SUPPRESSION:.1f}, deterrence {d.PLANTED_DETERRENCE} in the deterred "
+        "population only. Verifiers: per-example accuracy on unseen decisions of seen events "
+        "and agents (test_id) and on held-out events and agents (test_ho); MemeAgent and the "
+        f"zero-shot baseline chosen per seed on validation: {chosen}. The prompted chat "
+        f"verifier is the untrained tiny LM: {chat_fail} of {chat_asked} answers named no "
+        "label (recorded failures, counted wrong)."
+    )
+    config: dict[str, Any] = {
+        "events": events.source,
+        "n_events": len(events),
+        "agents_per_population": d.AGENTS,
+        "held_out_agents": d.HELD_OUT_AGENTS,
+        "populations": POPULATIONS,
+        "verifier_sizes": d.QUICK_SIZES if run.quick else d.SIZES,
+        "planted": {
+            "pressure_effect": d.PLANTED_PIM,
+            "inside_interval": inside,
+            "ack_suppression": d.PLANTED_SUPPRESSION,
+            "deterrence": d.PLANTED_DETERRENCE,
+        },
+        "verifier_choice": chosen,
+        "verifier_seconds": {s: r["seconds"] for s, r in per_seed.items()},
+        "sft_losses": {s: r["sft_losses"] for s, r in per_seed.items()},
+        "prompted_chat_failures": {"failures": chat_fail, "asked": chat_asked},
+        "populations_summary": summaries,
+        "ledgers": str(ledgers),
+    }
+    return Report(rows, claims, intro=intro, figures=figures, config=config)
+
+
+def _simulate_arguments(p: argparse.ArgumentParser) -> None:
+    _events_argument(p)
+    p.add_argument("--ledger", type=Path, required=True,
+                   help="the run's JSONL ledger (resumed if it exists)")  # fmt: skip
+    p.add_argument("--pressure", choices=("low", "high"), default="high")
+    p.add_argument("--population", default="survival",
+                   help="scripted population: survival, steady or deterred")  # fmt: skip
+    p.add_argument("--agents", type=positive_int, default=12, help="agents (default 12)")
+    p.add_argument("--rounds", type=positive_int, default=None,
+                   help="first N events only (default: all)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--p-remove", type=fraction, default=0.3,
+                   help="removal probability of a harmful post (default 0.3)")  # fmt: skip
+    p.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible server: the agents are served models (--model)",
+    )
+    p.add_argument("--model", action="append", default=None, metavar="MODEL",
+                   help="a served model as an agent (repeat for several)")  # fmt: skip
+    p.add_argument("--timeout", type=positive_float, default=120.0)
+    p.add_argument("--max-new-tokens", type=positive_int, default=512)
+
+
+@cli.command("simulate", "run or resume one market into a ledger", _simulate_arguments)
+def simulate(args: argparse.Namespace) -> int:
+    """One tournament; prints the ranking, removals and parse failures."""
+    from memeeconomy.agents import population
+    from memeeconomy.errors import MemeEconomyError
+    from memeeconomy.market import MarketConfig, run_market
+
+    events = _load(args.events)
+    if args.rounds is not None:
+        events = events.subset(events.ids[: args.rounds])
+    agents: dict[str, Any]
+    if args.base_url:
+        from paperstack.llm import CostLedger, OpenAIChat
+
+        if not args.model:
+            raise MemeEconomyError("--base-url needs at least one --model")
+        cost = CostLedger()
+        agents = {f"{m}#{i}": OpenAIChat(args.base_url, m, timeout=args.timeout, ledger=cost)
+                  for i, m in enumerate(args.model)}  # fmt: skip
+    else:
+        if args.model:
+            raise MemeEconomyError("--model needs --base-url (scripted agents take no model)")
+        cost = None
+        agents = population(args.population, args.agents, args.seed, events,
+                            held_out=min(3, args.agents - 1))  # fmt: skip
+    config = MarketConfig(seed=args.seed, pressure=args.pressure, agents=tuple(agents),
+                          events=tuple(events.ids), p_remove=args.p_remove)  # fmt: skip
+    result = run_market(config, agents, events, args.ledger, max_new_tokens=args.max_new_tokens)
+    if cost is not None:
+        cost.write(args.ledger.parent)
+    removed = sum(
+        1 for r in result.records if r.get("kind") == "round"
+        for o in r["outcomes"].values() if o.get("removed")
+    )  # fmt: skip
+    print(f"{result.decisions} decisions ({result.asked} asked now), {result.failures} parse "
+          f"failures, {removed} removals -> {result.ledger}")  # fmt: skip
+    for rank, a in enumerate(result.ranking, 1):
+        flag = " (eliminated)" if a in result.eliminated else ""
+        print(f"{rank:2d}. {a}: {result.balances[a]:.0f}{flag}")
+    return 0
+
+
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repeats", type=positive_int, default=3, help="timed repeats (default 3)")
+
+
+@cli.bench(arguments=_bench_arguments, devices=("cpu",))
+def bench(run: Run) -> Report:
+    """Market rounds per second (scripted agents, ledger on disk) and verifier throughput."""
+    from memeeconomy.bench import measure
+
+    _threads()
+    rows, config = measure(run.out, repeats=2 if run.quick else run.args.repeats,
+                           quick=run.quick, seed=run.seed)  # fmt: skip
+    by = {r.system: r for r in rows}
+    summary = "; ".join(f"{k}: {v.value:.1f} {v.unit}" for k, v in by.items())
+    return Report(rows, summary=summary, config=config)
+
+
+main = cli.main
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
