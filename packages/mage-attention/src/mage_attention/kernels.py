@@ -56,14 +56,12 @@ if HAVE_TRITON:
         offs_d = tl.arange(0, BLOCK_D)
         in_r = offs_r < rows
         in_d = offs_d < dim
-        q = tl.load(
-            q_ptr + (head * rows + offs_r[:, None]) * dim + offs_d[None, :],
-            mask=in_r[:, None] & in_d[None, :],
-            other=0.0,
-        ).to(tl.float32)
-        m = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)
+        q_rows = (head * rows + offs_r)[:, None] * dim + offs_d[None, :]
+        tile_r = in_r[:, None] & in_d[None, :]
+        q = tl.load(q_ptr + q_rows, mask=tile_r, other=0.0).to(tl.float32)
+        acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)  # running output, sum and max
         acc_l = tl.zeros([BLOCK_R], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
+        m = acc_l - float("inf")
         for start in range(0, n, BLOCK_N):
             offs_n = start + tl.arange(0, BLOCK_N)
             ok = offs_n < n
@@ -86,11 +84,7 @@ if HAVE_TRITON:
         v = tl.load(vb_ptr + rows_b, mask=tile_b, other=0.0).to(tl.float32)
         m, acc_l, acc = online_softmax_step(q, k, v, ok_b, m, acc_l, acc, scale)
         out = acc / tl.where(acc_l > 0, acc_l, 1.0)[:, None]
-        tl.store(
-            out_ptr + (head * rows + offs_r[:, None]) * dim + offs_d[None, :],
-            out,
-            mask=in_r[:, None] & in_d[None, :],
-        )
+        tl.store(out_ptr + q_rows, out, mask=tile_r)
 
 
 def _pow2(x: int, floor: int = 16) -> int:

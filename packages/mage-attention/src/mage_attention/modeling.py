@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 from transformers import AttentionInterface, AutoModelForCausalLM, DynamicCache, LlamaConfig
 
 from mage_attention.errors import MageError
@@ -77,28 +78,22 @@ def check_block_size(length: int, block_size: int, what: str) -> None:
 
 
 def mage_attention_forward(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
+    module: Any, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, **kwargs: Any
+) -> tuple[Tensor, None]:
     """transformers' attention interface: ``query[b, H_q, T, d]``, ``key/value[b, H_kv, S, d]``
-    -> ``(out[b, T, H_q, d], None)``.
+    -> ``(out[b, T, H_q, d], None)``; ``mask`` is the 4-D mask (or None), ``kwargs`` carry
+    ``scaling`` and the model's own keyword arguments.
 
     With a ``mage_state`` in ``kwargs`` and a frozen cache, ``key``/``value`` are only the
     block's own states and the state attends over the cached prefix as its policy says (exact,
-    MAGE, Quest, ...). Otherwise: SDPA under ``attention_mask`` (None = every query sees every
+    MAGE, Quest, ...). Otherwise: SDPA under ``mask`` (None = every query sees every
     key, which is what committing a block over its prefix needs).
     """
+    scaling = kwargs.get("scaling")
     state = kwargs.get("mage_state")
     if state is not None and state.active:
         out = state.attend(int(getattr(module, "layer_idx", 0)), query, key, value, scaling)
     else:
-        mask = attention_mask
         if mask is not None and mask.dtype != torch.bool:
             mask = mask > torch.finfo(mask.dtype).min / 2
         out = F.scaled_dot_product_attention(
@@ -165,23 +160,25 @@ def build_model(spec: ModelSpec, vocab_size: int, mask_token_id: int, seed: int 
     """A randomly initialised block-diffusion LM from ``spec`` (a transformers Llama)."""
     if not 0 <= mask_token_id < vocab_size:
         raise MageError(f"mask_token_id {mask_token_id} is outside the vocabulary ({vocab_size})")
-    extra: dict[str, Any] = {"block_size": spec.block_size, "mask_token_id": mask_token_id}
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.layers,
-        num_attention_heads=spec.query_heads,
-        num_key_value_heads=spec.kv_heads,
-        max_position_embeddings=spec.max_positions,
-        rope_parameters={"rope_type": "default", "rope_theta": spec.rope_theta},
-        initializer_range=spec.init_std,
-        tie_word_embeddings=False,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=None,
-        **extra,  # saved in config.json beside the architecture's own fields
-    )
+    fields: dict[str, Any] = {
+        "vocab_size": vocab_size,
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": spec.layers,
+        "num_attention_heads": spec.query_heads,
+        "num_key_value_heads": spec.kv_heads,
+        "max_position_embeddings": spec.max_positions,
+        "rope_parameters": {"rope_type": "default", "rope_theta": spec.rope_theta},
+        "initializer_range": spec.init_std,
+        "tie_word_embeddings": False,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": None,
+        # block diffusion's own fields, saved in config.json beside the architecture's
+        "block_size": spec.block_size,
+        "mask_token_id": mask_token_id,
+    }
+    config = LlamaConfig(**fields)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=ATTENTION)
     return model.float()
