@@ -31,11 +31,11 @@ writes a partial (max, sum, output); the partials are merged in torch.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import torch
 
+from paperstack.sparse import HAVE_TRITON, online_softmax_step, tl, triton, triton_available
 from saga_attention.heads import HeadLayout, SagaError
 from saga_attention.selection import AtopConfig, atop_threshold
 
@@ -49,24 +49,12 @@ __all__ = [
     "sparse_decode_triton",
 ]
 
-try:  # triton is an optional extra
-    import triton
-    import triton.language as tl
-
-    _HAVE_TRITON = True
-except ImportError:  # pragma: no cover - depends on the environment
-    triton = None
-    tl = None
-    _HAVE_TRITON = False
+_HAVE_TRITON = HAVE_TRITON
 
 
 def available(device: torch.device | str = "cpu") -> bool:
     """True when the kernels can run on ``device``: compiled on CUDA, or interpreted on CPU."""
-    if not _HAVE_TRITON:
-        return False
-    if torch.device(device).type == "cuda":
-        return True
-    return os.environ.get("TRITON_INTERPRET") == "1"
+    return triton_available(device)
 
 
 def _require(device: torch.device) -> None:
@@ -167,20 +155,6 @@ if _HAVE_TRITON:
             offset += tl.sum(keep.to(tl.int32), axis=0)
 
     @triton.jit
-    def _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale):
-        """One block of an online softmax: fold ``softmax(q kᵀ · scale) v`` over the block's
-        valid tokens (``ok``) into the running max ``m``, sum ``acc_l`` and output ``acc``."""
-        logits = tl.dot(q, tl.trans(k)) * scale  # [G, BLOCK]
-        logits = tl.where(ok[None, :], logits, float("-inf"))
-        m_new = tl.maximum(m, tl.max(logits, axis=1))
-        m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
-        p = tl.exp(logits - m_safe[:, None])
-        alpha = tl.exp(m - m_safe)
-        acc = acc * alpha[:, None] + tl.dot(p, v)
-        acc_l = acc_l * alpha + tl.sum(p, axis=1)
-        return m_new, acc_l, acc
-
-    @triton.jit
     def _gather_attention_kernel(
         q_ptr,
         k_ptr,
@@ -237,7 +211,7 @@ if _HAVE_TRITON:
                 mask=ok[:, None] & in_d[None, :],
                 other=0.0,
             ).to(tl.float32)
-            m, acc_l, acc = _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
+            m, acc_l, acc = online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
         out = acc / tl.where(acc_l > 0, acc_l, 1.0)[:, None]
         tl.store(
             out_ptr + (b * hq + heads[:, None]).to(tl.int64) * dim + offs_d[None, :],
@@ -304,7 +278,7 @@ if _HAVE_TRITON:
                 mask=in_l[:, None] & in_d[None, :],
                 other=0.0,
             ).to(tl.float32)
-            m, acc_l, acc = _online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
+            m, acc_l, acc = online_softmax_step(q, k, v, ok, m, acc_l, acc, scale)
         part = ((b * hq + heads) * splits + split).to(tl.int64)
         tl.store(m_ptr + part, m, mask=in_g)
         tl.store(l_ptr + part, acc_l, mask=in_g)

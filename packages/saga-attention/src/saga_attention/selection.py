@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
+from paperstack.sparse import selection_recall
 from saga_attention.heads import SagaError
 
 __all__ = ["AtopConfig", "atop_n", "atop_threshold", "exact_top_n", "select", "selection_recall"]
@@ -204,16 +205,3 @@ def select(
     if method == "atop":
         return atop_n(scores, n, valid, config)
     raise SagaError(f"selection: must be 'exact' or 'atop', got {method!r}")
-
-
-def selection_recall(
-    indices: torch.Tensor, ok: torch.Tensor, ref_indices: torch.Tensor, ref_ok: torch.Tensor
-) -> torch.Tensor:
-    """Recall of a selection against a reference, per row: ``|I ∩ I_ref| / |I_ref|``.
-
-    Rows whose reference is empty count as recall 1.
-    """
-    same = (indices.unsqueeze(-1) == ref_indices.unsqueeze(-2)) & ok.unsqueeze(-1)
-    hit = (same.any(-2) & ref_ok).sum(-1).float()
-    total = ref_ok.sum(-1).float()
-    return torch.where(total > 0, hit / total.clamp(min=1), torch.ones_like(hit))

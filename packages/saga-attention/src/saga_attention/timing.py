@@ -20,7 +20,6 @@ median over many calls, L2 flushed) per system and repeat.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from paperstack.records import Row
+from paperstack.sparse import cuda_graph, time_calls
 from saga_attention.attention import grouped_dense_decode, sparse_decode
 from saga_attention.heads import HeadLayout, SagaError
 from saga_attention.selection import AtopConfig
@@ -86,64 +86,6 @@ class TimingResult:
 
 def _sdpa_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, enable_gqa=True).squeeze(2)
-
-
-def _timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def _cuda_timed(fn: Callable[[], object]) -> float:
-    from triton.testing import do_bench
-
-    return float(do_bench(fn, warmup=5, rep=25)) / 1e3  # ms -> s (median)
-
-
-def cuda_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
-    """``fn`` captured in a CUDA graph (its replay), or None if it cannot be captured (a host
-    sync in it). At batch 1 a sparse step moves so few bytes that launching its ~20 kernels
-    one by one would cost more than the memory traffic; a graph launches them as one."""
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up off the capturing stream, as capture requires
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        torch.cuda.synchronize()
-    except RuntimeError:
-        torch.cuda.synchronize()
-        return None
-    return graph.replay
-
-
-def time_calls(
-    calls: Mapping[str, Callable[[], object]],
-    repeats: int,
-    cuda: bool = False,
-    best_of: Mapping[str, Sequence[str]] | None = None,
-) -> dict[str, list[float]]:
-    """Time every call once per repeat, back to back (after one warm-up call each).
-
-    ``best_of`` adds derived systems: ``{"gqa-dense": ("gqa-dense-sdpa", ...)}`` is the
-    fastest of those in each repeat."""
-    for fn in calls.values():  # warm-up (allocator, thread pool, triton compile)
-        fn()
-    if cuda:
-        torch.cuda.synchronize()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for name in best_of or {}:
-        times[name] = []
-    for _ in range(repeats):
-        for name, fn in calls.items():
-            times[name].append(_cuda_timed(fn) if cuda else _timed(fn))
-        for name, parts in (best_of or {}).items():
-            times[name].append(min(times[p][-1] for p in parts if p in calls))
-    return times
 
 
 def _calls(

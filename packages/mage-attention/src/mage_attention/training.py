@@ -1,0 +1,198 @@
+"""Training the toy block-diffusion LM: the masked-diffusion loss inside blocks.
+
+For a clean sequence ``x`` (a prompt of ``L`` tokens and ``A`` answer tokens, both multiples of
+``B``), a noise level ``τ`` per sequence masks every answer token with probability
+``τ`` (``x_τ``). The masked-diffusion ELBO restricted to the answer blocks is
+
+    ℒ = E_τ [ (1/τ) · (1/A) · Σ_{i : x_τ,i = [MASK]} -log p_θ(x_i | x_τ's block, x's earlier) ]
+
+(``τ ~ U(0.1, 1]`` here, which bounds the weight); the demo trains on its unweighted form, the
+mean cross-entropy over the masked tokens (:func:`diffusion_loss`). Every answer block is
+scored in one forward pass (BD3-LM's vectorised form): the input is ``[x ; x_τ(answers)]``
+with the noisy copy at the same positions as the clean answers, and the mask lets clean tokens
+see clean blocks ``<=`` theirs (block-causal) and a noisy block see clean blocks ``<`` it and
+itself. That is exactly what a noisy block sees when decoding over a KV
+cache of committed blocks. Only answers are noised and scored: the prompt is the retrieval
+context, not text to model.
+
+:func:`pretrained` trains the demo's model once (a length curriculum, AdamW, cosine schedule)
+and caches it under the paperstack cache with a file lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from mage_attention.errors import MageError
+from mage_attention.modeling import ModelSpec, build_model, check_block_size, load_model
+from mage_attention.task import MASK, RetrievalTask
+
+__all__ = ["Phase", "diffusion_inputs", "diffusion_loss", "pretrained", "train"]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """``steps`` optimizer steps on prompts of ``prompt_length`` tokens."""
+
+    steps: int
+    prompt_length: int
+    batch_size: int = 16
+    lr: float = 3e-3
+
+
+def diffusion_inputs(
+    sequences: torch.Tensor, prompt_length: int, block_size: int, g: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """``input_ids``, ``position_ids``, ``attention_mask`` (4-D bool), ``labels`` and per-row
+    ``weight = 1/τ`` for one masked-diffusion step on ``sequences[n, L + A]``."""
+    n, total = sequences.shape
+    answers = total - prompt_length
+    check_block_size(prompt_length, block_size, "prompt")
+    check_block_size(answers, block_size, "answer")
+    tau = torch.rand(n, 1, generator=g).clamp_min(0.1)  # bounds the 1/τ weight's variance
+    masked = torch.rand(n, answers, generator=g) < tau
+    none = ~masked.any(1)  # every row scores at least one token
+    masked[none, torch.randint(0, answers, (int(none.sum()),), generator=g)] = True
+    clean_answers = sequences[:, prompt_length:]
+    noisy = clean_answers.masked_fill(masked, MASK)
+    input_ids = torch.cat([sequences, noisy], dim=1)
+    pos = torch.arange(total)
+    position_ids = torch.cat([pos, pos[prompt_length:]]).expand(n, -1)
+    blocks = pos // block_size
+    noisy_blocks = blocks[prompt_length:]
+    clean = blocks[None, :] <= blocks[:, None]  # [total, total]
+    noisy_sees_clean = blocks[None, :] < noisy_blocks[:, None]  # [A, total]
+    noisy_sees_noisy = noisy_blocks[None, :] == noisy_blocks[:, None]  # [A, A]
+    mask = torch.cat(
+        [
+            torch.cat([clean, torch.zeros(total, answers, dtype=torch.bool)], 1),
+            torch.cat([noisy_sees_clean, noisy_sees_noisy], 1),
+        ],
+        0,
+    )
+    labels = torch.full_like(input_ids, -100)
+    labels[:, total:] = clean_answers.masked_fill(~masked, -100)
+    return {
+        "input_ids": input_ids,
+        "position_ids": position_ids,
+        "attention_mask": mask.view(1, 1, *mask.shape),
+        "labels": labels,
+        "weight": (1.0 / tau).squeeze(1),
+    }
+
+
+def diffusion_loss(
+    model: Any, batch: dict[str, torch.Tensor], weighted: bool = False
+) -> torch.Tensor:
+    """The masked-diffusion loss of one :func:`diffusion_inputs` batch: the mean cross-entropy
+    over the masked tokens, or with ``weighted`` the ``1/τ``-weighted ELBO of the module doc.
+
+    The demo trains unweighted (SDAR's choice): at the CPU's few hundred steps the ``1/τ``
+    weights' variance (up to 10x on lightly masked rows) slowed learning down."""
+    logits = model(
+        input_ids=batch["input_ids"],
+        position_ids=batch["position_ids"],
+        attention_mask=batch["attention_mask"],
+        use_cache=False,
+    ).logits
+    labels = batch["labels"]
+    answers = labels.shape[1] - int(batch["position_ids"][0].max()) - 1  # the noisy copy's width
+    ce = F.cross_entropy(logits.float().transpose(1, 2), labels, reduction="none")  # [n, T]
+    if weighted:
+        return (ce.sum(1) * batch["weight"] / max(answers, 1)).mean()
+    return ce.sum() / (labels != -100).sum().clamp_min(1)
+
+
+def train(
+    model: Any,
+    task: RetrievalTask,
+    phases: Sequence[Phase],
+    seed: int = 0,
+    progress: Callable[[float], None] | None = None,
+) -> list[float]:
+    """AdamW over ``phases`` (warmup then cosine per phase); returns the loss per step."""
+    block = int(model.config.block_size)
+    g = torch.Generator().manual_seed(seed)
+    losses: list[float] = []
+    model.train()
+    for p_i, phase in enumerate(phases):
+        phase_task = task.at_length(phase.prompt_length)
+        opt = torch.optim.AdamW(model.parameters(), lr=phase.lr, weight_decay=0.01)
+        warm = max(1, phase.steps // 10)
+
+        def lr_at(step: int, phase: Phase = phase, warm: int = warm) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, phase.steps - warm)))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+        for step in range(phase.steps):
+            data = phase_task.generate(
+                phase.batch_size, seed=seed * 1_000_003 + p_i * 10_007 + step
+            )
+            batch = diffusion_inputs(data.sequences, phase.prompt_length, block, g)
+            loss = diffusion_loss(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(float(loss.detach()))
+            if progress is not None:
+                progress(losses[-1])
+    model.eval()
+    return losses
+
+
+def _key(spec: ModelSpec, task: RetrievalTask, phases: Sequence[Phase], seed: int) -> str:
+    code = "".join(
+        Path(__file__).with_name(name).read_text()
+        for name in ("training.py", "task.py", "modeling.py")
+    )
+    blob = json.dumps(
+        [asdict(spec), asdict(task), [asdict(p) for p in phases], seed], sort_keys=True
+    )
+    return hashlib.sha256((blob + code).encode()).hexdigest()[:16]
+
+
+def pretrained(
+    spec: ModelSpec,
+    task: RetrievalTask,
+    phases: Sequence[Phase],
+    seed: int = 0,
+    cache_dir: str | Path | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> Any:
+    """The demo's trained model: trained once per (spec, task, phases, seed, code), then loaded
+    from ``<paperstack cache>/mage-attention/bd-<digest>`` (file-locked: two processes train
+    once; written to a temporary folder and renamed, so a killed run leaves no entry)."""
+    from filelock import FileLock
+
+    from paperstack.cache import cache_root
+
+    if not phases:
+        raise MageError("training: needs at least one phase")
+    root = cache_root(cache_dir) / "mage-attention"
+    path = root / f"bd-{_key(spec, task, phases, seed)}"
+    done = path / "config.json"
+    if not done.is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(root / f"{path.name}.lock")):
+            if not done.is_file():
+                model = build_model(spec, task.vocab_size, MASK, seed)
+                train(model, task, phases, seed, progress)
+                tmp = root / f".{path.name}.tmp"
+                shutil.rmtree(tmp, ignore_errors=True)
+                model.save_pretrained(tmp)
+                tmp.rename(path)
+    return load_model(path)

@@ -1,0 +1,126 @@
+import json
+
+import pytest
+import torch
+from mage_attention import MageError
+from mage_attention.attention import Budget
+from mage_attention.baselines import Exact, make_policy
+from mage_attention.decoding import SparseAttentionState, generate
+from mage_attention.modeling import (
+    BlockCache,
+    ModelSpec,
+    block_causal_mask,
+    build_model,
+    forward_kwargs,
+    load_model,
+)
+from mage_attention.task import MASK
+
+SPEC = ModelSpec(hidden_size=32, intermediate_size=64, layers=2, query_heads=4, kv_heads=2,
+                 block_size=4, max_positions=512)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(SPEC, vocab_size=40, mask_token_id=MASK, seed=0).eval()
+
+
+def test_block_causal_mask_is_bidirectional_inside_blocks_and_causal_across():
+    m = block_causal_mask(8, 4)[0, 0]
+    assert m[1, 3]
+    assert m[3, 0]
+    assert m[5, 2]
+    assert m[4, 7]
+    assert not m[3, 4]
+    assert not m[0, 5]
+
+
+def test_block_sizes_that_do_not_divide_the_sequence_are_one_clear_error():
+    with pytest.raises(MageError, match="block size 4 does not divide the sequence length 10"):
+        block_causal_mask(10, 4)
+
+
+@torch.no_grad()
+def test_denoising_over_the_frozen_cache_equals_a_full_block_causal_forward(model):
+    """The cached path (prefill, frozen steps, commit) computes what one forward pass of the
+    whole sequence under the block-causal mask computes."""
+    prompt = torch.randint(4, 40, (2, 8))
+    block = torch.randint(4, 40, (2, 4))
+    block[:, 1] = MASK
+    cache = BlockCache()
+    kw = forward_kwargs(model, cache)
+    model(input_ids=prompt, attention_mask=block_causal_mask(8, 4), use_cache=True, **kw)
+    state = SparseAttentionState(cache, Exact(Budget(4, 0, 0)))
+    cache.frozen, state.active = True, True
+    pos = torch.arange(8, 12).expand(2, 4)
+    step = model(input_ids=block, position_ids=pos, mage_state=state, use_cache=True, **kw).logits
+    assert cache.get_seq_length() == 8  # the block being denoised is not stored
+    full = torch.cat([prompt, block], 1)
+    ref = model(input_ids=full, attention_mask=block_causal_mask(12, 4), use_cache=False).logits
+    torch.testing.assert_close(step, ref[:, 8:], atol=1e-4, rtol=1e-4)
+    cache.frozen, state.active = False, False
+    model(input_ids=block, position_ids=pos, use_cache=True, **kw)
+    assert cache.get_seq_length() == 12  # committed: appended
+
+
+def test_generate_decodes_block_by_block_without_masks_left(model):
+    prompt = torch.randint(4, 40, (3, 16))
+    res = generate(model, prompt, 8, make_policy("exact", Budget(8, 2, 2)), probe=True)
+    assert res.tokens.shape == (3, 8)
+    assert not (res.tokens == MASK).any()
+    assert res.probe is not None
+    assert set(res.probe.overlap) == {2, 3, 4}
+
+
+def test_mage_with_the_whole_prefix_decodes_what_exact_decodes(model):
+    prompt = torch.randint(4, 40, (2, 16))
+    exact = generate(model, prompt, 8, make_policy("exact", Budget(16, 2, 2)))
+    mage = generate(model, prompt, 8, make_policy("mage", Budget(16, 2, 2)), probe=True)
+    # the second block's prefix is 20 tokens, k = 16 of them: compare the first block only
+    assert torch.equal(exact.tokens[:, :4], mage.tokens[:, :4])
+    assert mage.probe is not None
+    assert mage.probe.mean_recall(range(2, 5)) > 0.5
+
+
+def test_prompt_and_answer_lengths_must_be_whole_blocks(model):
+    with pytest.raises(MageError, match="does not divide the prompt length 10"):
+        generate(model, torch.randint(4, 40, (1, 10)), 4, make_policy("exact", Budget(4, 0, 0)))
+    with pytest.raises(MageError, match="does not divide the answer length 6"):
+        generate(model, torch.randint(4, 40, (1, 8)), 6, make_policy("exact", Budget(4, 0, 0)))
+
+
+def test_k_larger_than_the_prompt_is_refused_before_decoding(model):
+    with pytest.raises(MageError, match=r"k=32 is larger than the prefix \(16 tokens\)"):
+        generate(model, torch.randint(4, 40, (1, 16)), 4, make_policy("mage", Budget(32)))
+
+
+def test_save_pretrained_from_pretrained_round_trip(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    again = load_model(tmp_path)
+    assert again.config.mask_token_id == MASK
+    assert again.config.block_size == 4
+    assert again.config._attn_implementation == "mage"
+    prompt = torch.randint(4, 40, (2, 8))
+    a = generate(model, prompt, 4, make_policy("mage", Budget(4, 1, 1))).tokens
+    b = generate(again, prompt, 4, make_policy("mage", Budget(4, 1, 1))).tokens
+    assert torch.equal(a, b)
+
+
+def test_a_checkpoint_without_a_mask_token_is_one_clear_error(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["mask_token_id"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(MageError, match="no mask_token_id: not a block-diffusion checkpoint"):
+        load_model(tmp_path)
+    assert load_model(tmp_path, mask_token_id=MASK).config.mask_token_id == MASK
+
+
+def test_a_truncated_checkpoint_names_the_file(model, tmp_path):
+    from paperstack.errors import PaperstackError
+
+    model.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(PaperstackError, match=r"model\.safetensors"):
+        load_model(tmp_path)
