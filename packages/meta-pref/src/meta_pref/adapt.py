@@ -45,11 +45,11 @@ class AdaptSettings:
     """trl settings of target adaptation. Steps grow with the data: ``epochs`` passes over the
     pairs, at least ``min_steps`` and at most ``max_steps`` optimizer steps."""
 
-    learning_rate: float = 3e-3
+    learning_rate: float = 1e-3
     batch_size: int = 16
     epochs: int = 4
     min_steps: int = 30
-    max_steps: int = 120
+    max_steps: int = 150
     beta: float = 0.1
     seed: int = 0
 
@@ -128,7 +128,9 @@ def adapt_reward_model(
     return model, _losses(trainer)
 
 
-def dpo_texts(tok: PreTrainedTokenizerBase, pairs: Sequence[PreferencePair]) -> list[dict[str, str]]:
+def dpo_texts(
+    tok: PreTrainedTokenizerBase, pairs: Sequence[PreferencePair]
+) -> list[dict[str, str]]:
     """trl 1.16's ``DPOTrainer`` tokenizes text itself (it has no pre-tokenized path): the
     prompt carries the BOS token and the separator, trl appends EOS to each response, so its
     token ids equal :func:`meta_pref.models.encode_policy`'s (tested)."""
@@ -200,7 +202,7 @@ def sample_responses(
     inputs = torch.tensor(ids)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        out = model.generate(
+        out = model.generate(  # type: ignore[operator]
             input_ids=inputs,
             attention_mask=torch.ones_like(inputs),
             do_sample=True,
@@ -214,7 +216,7 @@ def sample_responses(
     for row in out[:, inputs.size(1) :].tolist():
         if tok.eos_token_id in row:
             row = row[: row.index(tok.eos_token_id)]
-        texts.append(tok.decode(row, skip_special_tokens=True))
+        texts.append(str(tok.decode(row, skip_special_tokens=True)))
     return texts
 
 

@@ -39,8 +39,9 @@ def bench_steps(
             result = meta_train(copy.deepcopy(base), tasks, bradley_terry_objective, collate,
                                 config)  # fmt: skip
             times[alg][i] = result.seconds / result.steps
+        batch = configs["fomaml"].support
         result = joint_train(copy.deepcopy(base), tasks, bradley_terry_objective, collate,
-                             steps=steps * 4, batch=configs["fomaml"].support, seed=seed)  # fmt: skip
+                             steps=steps * 4, batch=batch, seed=seed)  # fmt: skip
         times["joint"][i] = result.seconds / result.steps
         advance()
     rows = [Row.from_seeds(name, "step_seconds", t, unit="s") for name, t in times.items()]
@@ -54,6 +55,6 @@ def bench_steps(
         f"passes); {repeats} repeats of {steps} outer steps, batch {configs['fomaml'].support} "
         "pairs, on a shared 2-core CPU"
     )
-    config = {"repeats": repeats, "steps": steps, "passes_per_outer_step": passes,
+    out: dict[str, Any] = {"repeats": repeats, "steps": steps, "passes_per_outer_step": passes,
               "meta": dataclasses.asdict(configs["fomaml"])}  # fmt: skip
-    return rows, summary, config
+    return rows, summary, out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +38,34 @@ def _threads() -> None:
         torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
     os.environ.setdefault("TQDM_DISABLE", "1")
+    # transformers 5 renames gradient checkpointing; trl 1.16 still uses the old names.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pairs", type=Path, default=None,
                    help="multilingual preference JSONL (lang, prompt, chosen, rejected) to run "
                    "the reward-model half on instead of the toy world")  # fmt: skip
-    p.add_argument("--target", default=None,
-                   help="target language code (with --pairs: required; the rest are sources)")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="target language code (with --pairs: required; the rest are sources)",
+    )
     p.add_argument("--sources", default=None,
                    help="comma-separated source language codes (with --pairs; default: all "
                    "but the target)")  # fmt: skip
-    p.add_argument("--sizes", type=positive_int_list, default=None,
-                   help="target-pair budgets (default 25,100,1000)")
-    p.add_argument("--algorithm", choices=("fomaml", "reptile"), default=None,
-                   help="meta-learning algorithm (default fomaml)")
+    p.add_argument(
+        "--sizes",
+        type=positive_int_list,
+        default=None,
+        help="target-pair budgets (default 25,100,1000)",
+    )
+    p.add_argument(
+        "--algorithm",
+        choices=("fomaml", "reptile"),
+        default=None,
+        help="meta-learning algorithm (default fomaml)",
+    )
 
 
 def _configured(run: Run) -> Any:

@@ -40,7 +40,8 @@ def dpo_loss(
 ) -> torch.Tensor:
     """The DPO loss (trl's ``loss_type="sigmoid"``), averaged over pairs::
 
-        L_DPO = - mean_i log σ(β [(log π(y⁺|x) - log π_ref(y⁺|x)) - (log π(y⁻|x) - log π_ref(y⁻|x))])
+        L_DPO = - mean_i log σ(β [(log π(y⁺|x) - log π_ref(y⁺|x))
+                                  - (log π(y⁻|x) - log π_ref(y⁻|x))])
 
     The log-probabilities are sums over the response tokens (:func:`sequence_logps`)."""
     delta = (chosen_logps - ref_chosen_logps) - (rejected_logps - ref_rejected_logps)

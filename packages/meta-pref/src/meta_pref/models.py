@@ -43,10 +43,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The tiny Llama body both models share (about 30k parameters: trained in seconds)."""
+    """The tiny Llama body both models share (about 90k parameters: a step takes milliseconds)."""
 
-    hidden_size: int = 48
-    intermediate_size: int = 96
+    hidden_size: int = 64
+    intermediate_size: int = 128
     num_hidden_layers: int = 2
     num_attention_heads: int = 4
     max_position_embeddings: int = 32
@@ -115,8 +115,8 @@ def encode_rewards(
         head = [bos, *_ids(tok, p.prompt + SEP)]
         rows.append(
             {
-                "chosen_ids": head + _ids(tok, p.chosen) + [eos],
-                "rejected_ids": head + _ids(tok, p.rejected) + [eos],
+                "chosen_ids": [*head, *_ids(tok, p.chosen), eos],
+                "rejected_ids": [*head, *_ids(tok, p.rejected), eos],
             }
         )
     return rows
@@ -131,8 +131,8 @@ def encode_policy(
     return [
         {
             "prompt_ids": [bos, *_ids(tok, p.prompt + SEP)],
-            "chosen_ids": _ids(tok, p.chosen) + [eos],
-            "rejected_ids": _ids(tok, p.rejected) + [eos],
+            "chosen_ids": [*_ids(tok, p.chosen), eos],
+            "rejected_ids": [*_ids(tok, p.rejected), eos],
         }
         for p in pairs
     ]
@@ -204,7 +204,7 @@ def train_sft(
     rng = random.Random(seed)
     bos, eos = tok.bos_token_id, tok.eos_token_id
     rows = [
-        {"prompt_ids": [bos, *_ids(tok, p + SEP)], "chosen_ids": _ids(tok, r) + [eos]}
+        {"prompt_ids": [bos, *_ids(tok, p + SEP)], "chosen_ids": [*_ids(tok, r), eos]}
         for p, r in texts
     ]
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
@@ -221,6 +221,6 @@ def train_sft(
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     return losses

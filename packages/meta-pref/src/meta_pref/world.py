@@ -3,7 +3,7 @@ changes of one concept grammar, with a known true reward on concepts.
 
 Concepts are ``0..C-1``. A *prompt* is two concepts ``(q, z)``: a topic ``q`` and a distractor
 ``z``; the answer to ``q`` is ``answer[q]``, a fixed permutation shared by every language (the
-transferable knowledge). A *response* is 1 to 4 concepts. The true reward lives on concepts::
+transferable knowledge). A *response* is 1 to 3 concepts. The true reward lives on concepts::
 
     r*(q, y) = 1[answer(q) ∈ y] - 0.2 (|y| - 1) - 0.5 · #repeats(y)
 
@@ -39,7 +39,6 @@ __all__ = [
 
 #: Separates the prompt from the response in a reward model's input and a policy's prompt.
 SEP = ">"
-MAX_RESPONSE = 4
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,8 @@ class MultilingualWorld:
     """
 
     languages: dict[str, float]
-    concepts: int = 16
+    concepts: int = 8
+    max_response: int = 3
     seed: int = 0
     answer: tuple[int, ...] = field(init=False)
     _langs: dict[str, Language] = field(init=False, repr=False)
@@ -159,11 +159,10 @@ class MultilingualWorld:
 
     def sample_response(self, rng: random.Random, q: int) -> list[int]:
         """The behaviour distribution both the SFT data and the preference pairs come from:
-        1 to 4 concepts, each the answer with probability 0.3, else uniform."""
-        n = rng.randint(1, MAX_RESPONSE)
+        1 to ``max_response`` concepts, each the answer with probability 0.3, else uniform."""
+        n = rng.randint(1, self.max_response)
         return [
-            self.answer[q] if rng.random() < 0.3 else rng.randrange(self.concepts)
-            for _ in range(n)
+            self.answer[q] if rng.random() < 0.3 else rng.randrange(self.concepts) for _ in range(n)
         ]
 
     # ------------------------------------------------------------------ data
@@ -201,7 +200,10 @@ class MultilingualWorld:
             code = codes[i % len(codes)]
             q, z = self.sample_prompt(rng)
             out.append(
-                (self.prompt_text(code, q, z), self.response_text(code, self.sample_response(rng, q)))
+                (
+                    self.prompt_text(code, q, z),
+                    self.response_text(code, self.sample_response(rng, q)),
+                )
             )
         return out
 
@@ -210,16 +212,16 @@ class MultilingualWorld:
         return [self.prompt_text(code, *self.sample_prompt(rng)) for _ in range(n)]
 
 
-#: The demo's languages: six sources between 0.19 and 0.5 from the base grammar (three of them
-#: reversed), a near target and a far (reversed) target, and a validation language that only
-#: ever serves to choose hyper-parameters.
+#: The demo's languages: six sources a quarter to a half away from the base grammar (one of
+#: them reversed), a near target (0.25, same order), a far target (0.75, reversed) and a
+#: validation language that only ever serves to choose hyper-parameters.
 DEFAULT_LANGUAGES: dict[str, float] = {
-    "s1": 0.1875,
+    "s1": 0.25,
     "s2": 0.25,
-    "s3": 0.3125,
-    "s4": 0.5,
-    "s5": 0.5,
-    "s6": 0.5625,
+    "s3": 0.25,
+    "s4": 0.375,
+    "s5": 0.375,
+    "s6": 0.5,
     "near": 0.25,
     "far": 0.75,
     "val": 0.375,
