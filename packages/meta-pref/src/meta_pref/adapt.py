@@ -48,8 +48,8 @@ class AdaptSettings:
     learning_rate: float = 1e-3
     batch_size: int = 16
     epochs: int = 4
-    min_steps: int = 30
-    max_steps: int = 150
+    min_steps: int = 20
+    max_steps: int = 80
     beta: float = 0.1
     seed: int = 0
 
@@ -114,14 +114,28 @@ def adapt_reward_model(
     from trl import RewardConfig, RewardTrainer
 
     pairs = _need_pairs(pairs, "reward adaptation pairs")
-    with tempfile.TemporaryDirectory(prefix="meta-pref-rm-") as out:
-        args = RewardConfig(**_common_args(settings, len(pairs), out), max_length=None)
-        trainer = RewardTrainer(
-            model=model,
-            args=args,
-            train_dataset=_dataset(encode_rewards(tok, pairs)),
-            processing_class=tok,
-        )
+    return _train(RewardTrainer, RewardConfig, model, {}, encode_rewards(tok, pairs), tok,
+                  settings)  # fmt: skip
+
+
+def _train(
+    trainer_cls: Any,
+    config_cls: Any,
+    model: PreTrainedModel,
+    extra: dict[str, Any],
+    rows: list[dict[str, Any]],
+    tok: PreTrainedTokenizerBase,
+    settings: AdaptSettings,
+) -> tuple[PreTrainedModel, list[float]]:
+    """One trl training run in a throw-away output folder; ``extra`` holds the config fields
+    and trainer arguments one trainer has and the other does not."""
+    config_extra = {k: v for k, v in extra.items() if k != "ref_model"}
+    trainer_extra = {k: v for k, v in extra.items() if k == "ref_model"}
+    with tempfile.TemporaryDirectory(prefix="meta-pref-") as out:
+        args = config_cls(**_common_args(settings, len(rows), out), max_length=None,
+                          **config_extra)  # fmt: skip
+        trainer = trainer_cls(model=model, args=args, train_dataset=_dataset(rows),
+                              processing_class=tok, **trainer_extra)  # fmt: skip
         _quiet(trainer)
         trainer.train()
     model.eval()
@@ -151,21 +165,8 @@ def adapt_policy(
     from trl import DPOConfig, DPOTrainer
 
     pairs = _need_pairs(pairs, "DPO adaptation pairs")
-    with tempfile.TemporaryDirectory(prefix="meta-pref-dpo-") as out:
-        args = DPOConfig(
-            **_common_args(settings, len(pairs), out), beta=settings.beta, max_length=None
-        )
-        trainer = DPOTrainer(
-            model=model,
-            ref_model=ref,
-            args=args,
-            train_dataset=_dataset(dpo_texts(tok, pairs)),
-            processing_class=tok,
-        )
-        _quiet(trainer)
-        trainer.train()
-    model.eval()
-    return model, _losses(trainer)
+    extra = {"beta": settings.beta, "ref_model": ref}
+    return _train(DPOTrainer, DPOConfig, model, extra, dpo_texts(tok, pairs), tok, settings)
 
 
 @torch.no_grad()

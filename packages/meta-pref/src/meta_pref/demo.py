@@ -61,8 +61,8 @@ class DemoConfig:
     targets: tuple[str, ...] = ("near", "far")
     dpo_targets: tuple[str, ...] = ("near",)
     source_pairs: int = 2000
-    eval_pairs: int = 500
-    eval_prompts: int = 300
+    eval_pairs: int = 400
+    eval_prompts: int = 200
     sft_steps: int = 300
     sft_texts: int = 20000
     meta: MetaConfig = field(default_factory=MetaConfig)
