@@ -8,6 +8,7 @@ with trl's ``SFTTrainer``.
 """
 
 from minpath.errors import CycleError, MinPathError
+from minpath.finetune import Generation, SFTSettings, TrainResult, generate, sft
 from minpath.graph import (
     Compression,
     ModelTyper,
@@ -27,6 +28,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Compression",
+    "Generation",
+    "SFTSettings",
+    "TrainResult",
+    "generate",
+    "sft",
     "CycleError",
     "GoldTrace",
     "MinPathError",

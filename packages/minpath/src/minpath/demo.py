@@ -96,6 +96,7 @@ def base_path(config: DemoConfig, model: str | None) -> str:
     from paperstack import tiny
 
     if model is not None:
+        load_base(config, model)  # a truncated or corrupt folder: one line naming the file
         return model
     load_base(config, None)  # trains and caches once
     return str(tiny.pretrained_path(config.preset, (config.task,), steps=config.base_steps))
