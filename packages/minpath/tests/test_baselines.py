@@ -31,7 +31,7 @@ def test_every_baseline_fits_its_budget_and_keeps_the_answer(ratio):
 
 def test_truncation_keeps_the_head():
     cot = RAW[0]
-    lines, answer = split_conclusion(cot)
+    lines, _answer = split_conclusion(cot)
     out = truncate(cot, budget_for(cot, 0.5))
     assert "\n".join(lines).startswith(out.rsplit("\n", 1)[0])
 

@@ -98,7 +98,8 @@ def test_compress_cycle_is_one_line_naming_the_record(tmp_path, capsys):
                  {"question": "3+4*2=", "cot": "4*2=8\n3+8=11\nAnswer: 11", "answer": "11",
                   "edges": [[2, 1]]})  # fmt: skip
     err = _one_line_error(capsys, ["compress", "--input", str(src), "--out", str(tmp_path / "o")])
-    assert "in.jsonl:1" in err and "cycle" in err
+    assert "in.jsonl:1" in err
+    assert "cycle" in err
 
 
 def test_compress_non_utf8_is_one_line_naming_the_line(tmp_path, capsys):

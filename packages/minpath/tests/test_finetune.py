@@ -35,7 +35,8 @@ def test_sft_with_a_lora_adapter_trains_the_adapter_only(micro):
     result = sft(model, tok, PAIRS, SETTINGS, peft_config=config)
     trained = result.extra["trainer"].model
     names = [n for n, p in trained.named_parameters() if p.requires_grad]
-    assert names and all("lora_" in n for n in names)
+    assert names
+    assert all("lora_" in n for n in names)
     assert result.steps == 2
 
 

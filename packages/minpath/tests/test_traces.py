@@ -70,10 +70,13 @@ def test_jsonl_round_trip(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b'{"question": "1+1=", "cot": "caf\xe9", "answer": "2"}\n', r"x\.jsonl:1: not UTF-8 .*0xe9"),
+        (
+            b'{"question": "1+1=", "cot": "caf\xe9", "answer": "2"}\n',
+            r"x\.jsonl:1: not UTF-8 .*0xe9",
+        ),
         (b"not json\n", r"x\.jsonl:1: not JSON"),
         (b'{"question": "1+1=", "answer": "2"}\n', r"x\.jsonl:1: field 'cot' is missing"),
-        (b'[1, 2]\n', r"x\.jsonl:1: expected an object"),
+        (b"[1, 2]\n", r"x\.jsonl:1: expected an object"),
         (b'{"question": "q", "cot": "c", "answer": "2", "edges": [[1]]}\n', r"field 'edges'"),
         (b"\n\n", r"x\.jsonl: no records"),
     ],

@@ -101,9 +101,7 @@ def demo(run: Run) -> Report:
         "character). Toy scale on a shared 2-core CPU. " + d.premise_note(claims)
     )  # fmt: skip
     fallbacks = {s: per_seed[s]["fallbacks"] for s in run.seeds}
-    samples = {
-        name: per_seed[run.seeds[0]]["systems"][name]["sample"] for name in d.SYSTEMS
-    }
+    samples = {name: per_seed[run.seeds[0]]["systems"][name]["sample"] for name in d.SYSTEMS}
     config_out = d.config_dict(config) | {"fallbacks": fallbacks, "sample_outputs": samples,
                                           "matched_ratio": {s: per_seed[s]["ratio"]
                                                             for s in run.seeds}}  # fmt: skip
@@ -146,7 +144,7 @@ def bench(run: Run) -> Report:
     models = {}
     for name, texts in (("raw", [t.cot for t in comp.traces]), ("minpath", comp.minpath)):
         model, tok = tiny.load(base)
-        model.to(run.device)
+        model.to(run.device)  # type: ignore[arg-type]
         sft(model, tok, list(zip(d.prompts_of(comp.traces), texts, strict=True)), settings)
         models[name] = (model, tok)
     prompts = [t.question for t in verbose_traces(config.test, seed=d.EVAL_SEED, split="test",
@@ -212,8 +210,10 @@ def compress_command(args: argparse.Namespace) -> int:
         before, after = before + len(r.cot), after + len(c.text)
         lines.append(json.dumps({"question": r.question, "answer": r.answer} | c.to_dict()))
     atomic_write(args.out, "\n".join(lines) + "\n")
-    print(f"{args.out}: {len(records)} CoTs, {len(records) - fallbacks} compressed, "
-          f"{fallbacks} kept as they were; {after / max(1, before):.2f} of the characters")  # fmt: skip
+    print(
+        f"{args.out}: {len(records)} CoTs, {len(records) - fallbacks} compressed, "
+        f"{fallbacks} kept as they were; {after / max(1, before):.2f} of the characters"
+    )
     return 0
 
 

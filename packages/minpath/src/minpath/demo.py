@@ -4,8 +4,10 @@ traces vs raw traces vs each compression baseline at the matched token ratio.
 Protocol (fixed before any claim was looked at; ``steps`` and ``learning_rate`` were chosen on
 validation seed 99, which is never reported):
 
-1. Base model: a tiny Llama from :mod:`paperstack.tiny` trained on the core's multi-step
-   arithmetic (``Arithmetic(min_ops=2, max_ops=3)``), cached.
+1. Base model, a *verbose reasoner* (the paper compresses the traces of models that already
+   reason at length): the core's tiny Llama trained on multi-step arithmetic
+   (``Arithmetic(min_ops=2, max_ops=3)``, cached by :mod:`paperstack.tiny`), then
+   ``reasoner_steps`` of trl SFT on verbose CoTs of a reserved seed (cached here).
 2. Per seed: ``train`` verbose CoTs (:func:`minpath.traces.verbose_traces`) with gold graphs.
    MinPath compresses each (rule typer; derivability checked by the task's exact step verifier;
    a failure keeps the original and is counted). Graph rows: type accuracy, edge F1 and exact
@@ -24,10 +26,17 @@ raw-trace model solves the task, leaving accuracy to lose) gates every method cl
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import os
 import random
+import shutil
 import statistics
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from minpath.baselines import UnigramImportance, budget_for, random_drop, token_skip, truncate
@@ -54,6 +63,7 @@ TRAINED = ("raw", "minpath", "truncation", "random-drop", "tokenskip")
 BASELINES = ("truncation", "random-drop", "tokenskip", "length-budget")
 SYSTEMS = (*TRAINED, "length-budget")
 EVAL_SEED = 1000
+REASONER_SEED = 5000  # the verbose base's own traces: never a reported seed
 PREMISE_ACCURACY = 0.6  # the raw-trace model must beat this for the method claims to count
 
 
@@ -65,9 +75,12 @@ class DemoConfig:
     max_ops: int = 3
     train: int = 1000
     test: int = 200
-    steps: int = 300
-    batch_size: int = 16
-    learning_rate: float = 1e-3
+    reasoner_steps: int = 500
+    reasoner_lr: float = 2e-3
+    reasoner_traces: int = 4000
+    steps: int = 100
+    batch_size: int = 8
+    learning_rate: float = 5e-4
     max_new_tokens: int = 240
 
     @property
@@ -76,30 +89,85 @@ class DemoConfig:
 
 
 #: --quick: the micro model after a few dozen base steps, a few SFT steps: measures nothing.
-QUICK = DemoConfig(preset="micro", base_steps=30, train=32, test=12, steps=3, batch_size=8,
-                   max_new_tokens=32)  # fmt: skip
+QUICK = DemoConfig(preset="micro", base_steps=30, reasoner_steps=3, reasoner_traces=32,
+                   train=32, test=12, steps=3, batch_size=8, max_new_tokens=32)  # fmt: skip
 
 
 def config_dict(config: DemoConfig) -> dict[str, Any]:
     return asdict(config) | {"premise_accuracy": PREMISE_ACCURACY, "eval_seed": EVAL_SEED}
 
 
-def load_base(config: DemoConfig, model: str | None) -> tuple[Any, Any]:
+def _arithmetic_base(config: DemoConfig) -> str:
+    """The core's tiny model trained on plain arithmetic (short solutions), cached by the core."""
     from paperstack import tiny
 
-    if model is not None:
-        return tiny.load(model)
-    return tiny.pretrained(config.preset, (config.task,), steps=config.base_steps, progress=False)
+    tiny.pretrained(config.preset, (config.task,), steps=config.base_steps, progress=False)
+    return str(tiny.pretrained_path(config.preset, (config.task,), steps=config.base_steps))
+
+
+def _reasoner_key(config: DemoConfig, start: str) -> dict[str, Any]:
+    from pathlib import Path
+
+    from minpath import __version__
+
+    here = Path(__file__).parent
+    code = hashlib.sha256(
+        b"".join((here / f).read_bytes() for f in ("traces.py", "finetune.py"))
+    ).hexdigest()
+    return {
+        "start": start,
+        "steps": config.reasoner_steps,
+        "batch_size": config.batch_size * 2,
+        "lr": config.reasoner_lr,
+        "traces": config.reasoner_traces,
+        "task": config.task.config(),
+        "minpath": __version__,
+        "code": code,
+    }
 
 
 def base_path(config: DemoConfig, model: str | None) -> str:
+    """The base every system fine-tunes from: a *verbose reasoner*, as in the paper (MinPath
+    compresses the traces of a model that already reasons at length). Without ``--model`` it
+    is the core's arithmetic model after ``reasoner_steps`` of trl SFT on verbose CoTs of a
+    reserved seed (never a reported seed), cached under the paperstack cache root; with
+    ``--model`` it is that model, checked (a truncated or corrupt folder is one line)."""
+    from filelock import FileLock
+
     from paperstack import tiny
+    from paperstack.cache import cache_root
 
     if model is not None:
-        load_base(config, model)  # a truncated or corrupt folder: one line naming the file
+        tiny.load(model)
         return model
-    load_base(config, None)  # trains and caches once
-    return str(tiny.pretrained_path(config.preset, (config.task,), steps=config.base_steps))
+    start = _arithmetic_base(config)
+    key = _reasoner_key(config, Path(start).name)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    path = cache_root() / "minpath" / f"reasoner-{config.preset}-{config.reasoner_steps}-{digest}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.parent / f"{path.name}.lock")):
+        if not (path / "reasoner.json").is_file():
+            model_, tok = tiny.load(start)
+            traces = verbose_traces(config.reasoner_traces, seed=REASONER_SEED, task=config.task)
+            settings = SFTSettings(
+                steps=config.reasoner_steps,
+                batch_size=config.batch_size * 2,
+                learning_rate=config.reasoner_lr,
+                seed=REASONER_SEED,
+            )
+            result = sft(model_, tok, [(t.question, t.cot) for t in traces], settings)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+            try:
+                model_.save_pretrained(tmp)
+                tok.save_pretrained(tmp)
+                record = key | {"seconds": result.seconds, "final_loss": result.losses[-1:]}
+                (tmp / "reasoner.json").write_text(json.dumps(record, indent=2))
+                if path.exists():
+                    shutil.rmtree(path)
+                os.replace(tmp, path)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return str(path)
 
 
 @dataclass
@@ -115,15 +183,17 @@ def compress_traces(traces: Sequence[GoldTrace], task: Arithmetic) -> Compressed
     texts: list[str] = []
     results = []
     for t in traces:
-        c = compress(
-            t.question, t.cot, gold_answer=t.value,
-            check=lambda text, ex=t.example: task.verify_process(ex, text),
-        )  # fmt: skip
+        check = functools.partial(_verifies, task, t.example)
+        c = compress(t.question, t.cot, gold_answer=t.value, check=check)
         results.append(c)
         texts.append(c.text)
     out = Compressed(list(traces), texts, sum(not c.compressed for c in results))
     out.scores = graph_scores(traces, results)
     return out
+
+
+def _verifies(task: Arithmetic, example: Any, text: str) -> bool:
+    return bool(task.verify_process(example, text))
 
 
 def graph_scores(traces: Sequence[GoldTrace], results: Sequence[Any]) -> dict[str, float]:
@@ -176,8 +246,13 @@ def run_seed(
     sets, ratio = training_sets(comp, seed)
     test = verbose_traces(config.test, seed=EVAL_SEED, split="test", task=task)
     prompts = [t.question for t in test]
-    settings = SFTSettings(steps=config.steps, batch_size=config.batch_size,
-                           learning_rate=config.learning_rate, seed=seed, device=device)  # fmt: skip
+    settings = SFTSettings(
+        steps=config.steps,
+        batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        seed=seed,
+        device=device,
+    )
     out: dict[str, Any] = {
         "ratio": ratio,
         "fallbacks": comp.fallbacks,
@@ -188,7 +263,7 @@ def run_seed(
     }
     for name in TRAINED:
         model, tok = tiny.load(base)
-        model.to(device)
+        model.to(device)  # type: ignore[arg-type]
         result = sft(model, tok, list(zip(prompts_of(traces), sets[name], strict=True)), settings)
         gens, seconds = generate(model, tok, prompts, max_new_tokens=config.max_new_tokens)
         out["systems"][name] = _scores(task, test, gens, seconds, result.seconds, result.losses)
@@ -234,9 +309,15 @@ def rows_for(per_seed: dict[int, dict[str, Any]]) -> list[Row]:
     rows.append(Row.proportion("minpath-graph", "compressed_share", k, n, split="traces"))
     for name in SYSTEMS:
         for metric, key in (("accuracy", "accuracy"), ("gen_tokens", "tokens")):
-            rows.append(Row.from_seeds(name, metric,
-                                       {s: per_seed[s]["systems"][name][key] for s in seeds},
-                                       split="seeds", unit="tokens" if key == "tokens" else None))  # fmt: skip
+            rows.append(
+                Row.from_seeds(
+                    name,
+                    metric,
+                    {s: per_seed[s]["systems"][name][key] for s in seeds},
+                    split="seeds",
+                    unit="tokens" if key == "tokens" else None,
+                )
+            )
         if name != "raw":
             rows.append(Row.from_seeds(
                 name, "gen_token_ratio",
@@ -246,9 +327,7 @@ def rows_for(per_seed: dict[int, dict[str, Any]]) -> list[Row]:
             rows.append(Row.from_seeds(name, "train_token_ratio",
                                        {s: per_seed[s]["train_ratio"][name] for s in seeds},
                                        split="seeds"))  # fmt: skip
-    best = {
-        s: max(per_seed[s]["systems"][b]["accuracy"] for b in BASELINES) for s in seeds
-    }
+    best = {s: max(per_seed[s]["systems"][b]["accuracy"] for b in BASELINES) for s in seeds}
     rows.append(Row.from_seeds("best-baseline", "accuracy", best, split="seeds"))
     return rows
 
@@ -266,32 +345,46 @@ def claims_for(rows: Sequence[Row]) -> list[Claim]:
         Claim.compare(
             "minpath_cuts_30pct",
             "the MinPath model generates at least 30% fewer tokens than the raw-trace model",
-            rows, lhs=("minpath", "gen_token_ratio", "seeds"), op="lt", rhs=0.7, requires=gate,
-        ),  # fmt: skip
+            rows,
+            lhs=("minpath", "gen_token_ratio", "seeds"),
+            op="lt",
+            rhs=0.7,
+            requires=gate,
+        ),
         Claim.compare(
             "minpath_keeps_accuracy",
             "the MinPath model's accuracy is within 2 points of the raw-trace model's (at most "
             "2 points lower)",
-            rows, lhs=("minpath", "accuracy", "seeds"), op="ge", rhs=("raw", "accuracy", "seeds"),
-            margin=-0.02, requires=gate,
-        ),  # fmt: skip
+            rows,
+            lhs=("minpath", "accuracy", "seeds"),
+            op="ge",
+            rhs=("raw", "accuracy", "seeds"),
+            margin=-0.02,
+            requires=gate,
+        ),
         Claim.compare(
             "minpath_beats_baselines_at_ratio",
             "at the matched token ratio, the MinPath model is more accurate than the best of "
             "truncation, random step drop, TokenSkip-style pruning and length-budget decoding "
             "(the best chosen per seed, in the baselines' favour)",
-            rows, lhs=("minpath", "accuracy", "seeds"), op="gt",
-            rhs=("best-baseline", "accuracy", "seeds"), requires=gate,
-        ),  # fmt: skip
+            rows,
+            lhs=("minpath", "accuracy", "seeds"),
+            op="gt",
+            rhs=("best-baseline", "accuracy", "seeds"),
+            requires=gate,
+        ),
     ]
     for b in BASELINES:
         claims.append(
             Claim.compare(
                 f"minpath_beats_{b.replace('-', '_')}",
                 f"at the matched token ratio, the MinPath model is more accurate than {b}",
-                rows, lhs=("minpath", "accuracy", "seeds"), op="gt",
-                rhs=(b, "accuracy", "seeds"), requires=gate,
-            )  # fmt: skip
+                rows,
+                lhs=("minpath", "accuracy", "seeds"),
+                op="gt",
+                rhs=(b, "accuracy", "seeds"),
+                requires=gate,
+            )
         )
     return claims
 

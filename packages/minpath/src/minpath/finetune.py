@@ -81,7 +81,11 @@ def _no_checkpointing() -> dict[str, bool]:
     from transformers import TrainingArguments
 
     names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    name = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+    name = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
     return {name: False}
 
 

@@ -241,7 +241,9 @@ class ModelTyper:
             prompts.append(
                 [{"role": "user", "content": self.PROMPT.format(context=before, step=step.text)}]
             )
-        replies = self.model.generate(prompts, max_new_tokens=self.max_new_tokens) if prompts else []
+        replies = (
+            self.model.generate(prompts, max_new_tokens=self.max_new_tokens) if prompts else []
+        )
         fallback = self._rules.type_steps(steps)
         types = []
         for reply, rule_type in zip(replies, fallback, strict=True):
@@ -294,7 +296,7 @@ def build_graph(
             value=step.value, uses=list(step.uses), ungrounded=[],
         )  # fmt: skip
         for v in step.uses:
-            producer = _latest_valid(g, definitions.get(v, []))
+            producer: Any = _latest_valid(g, definitions.get(v, []))
             if producer is None and v in given:
                 producer = QUESTION
             if producer is None:
@@ -362,10 +364,7 @@ def min_path(g: nx.DiGraph, steps: Sequence[Step]) -> set[int]:
         cost = float(g.nodes[node]["cost"])
         kept: set[int] = {node}
         for producer, _, _data in g.in_edges(node, data=True):
-            if _data.get("given"):
-                options = [producer]
-            else:
-                options = _alternatives(g, steps, producer, node)
+            options = [producer] if _data.get("given") else _alternatives(g, steps, producer, node)
             choice = min((best(p) for p in options), key=lambda ck: (ck[0], sorted(ck[1])))
             cost += choice[0]
             kept |= choice[1]

@@ -136,8 +136,10 @@ def _trace(task: Arithmetic, ex: Example, rng: random.Random, style: TraceStyle)
                     z = _apply(x, o2, y)
                     if z not in used_values:
                         used_values.add(z)
-                        srcs = [bad if k - 1 == i - 1 else _src_at(source, tokens, i, k - 1),
-                                bad if k + 1 == i - 1 else _src_at(source, tokens, i, k + 1)]  # fmt: skip
+                        srcs = [
+                            bad if k - 1 == i - 1 else _src_at(source, tokens, i, k - 1),
+                            bad if k + 1 == i - 1 else _src_at(source, tokens, i, k + 1),
+                        ]
                         w.add(f"{x}{o2}{y}={z}", "computation", srcs)
             producer = w.add(f"Wait, {a}{op}{b}={c}", "backtracking", src, on_path=True)
         else:
@@ -228,7 +230,9 @@ def load_jsonl(path: str | Path) -> list[Record]:
         ):
             raise MinPathError(f"{where}: field 'edges' must be a list of [from, to] step indices")
         pairs = [(int(a), int(b)) for a, b in edges]
-        records.append(Record(str(obj["question"]), str(obj["cot"]), str(obj["answer"]), pairs, where))
+        records.append(
+            Record(str(obj["question"]), str(obj["cot"]), str(obj["answer"]), pairs, where)
+        )
     if not records:
         raise MinPathError(f"{path}: no records")
     return records
@@ -239,8 +243,7 @@ def write_jsonl(path: str | Path, traces: Sequence[GoldTrace]) -> Path:
     from paperstack.records import atomic_write
 
     lines = [
-        json.dumps({"question": t.question, "cot": t.cot, "answer": str(t.value)})
-        for t in traces
+        json.dumps({"question": t.question, "cot": t.cot, "answer": str(t.value)}) for t in traces
     ]
     path = Path(path)
     atomic_write(path, "\n".join(lines) + "\n")
