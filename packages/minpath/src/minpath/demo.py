@@ -73,8 +73,8 @@ class DemoConfig:
     base_steps: int | None = None  # the core recipe for arithmetic (1200 steps)
     min_ops: int = 2
     max_ops: int = 3
-    train: int = 1000
-    test: int = 200
+    train: int = 600
+    test: int = 150
     reasoner_steps: int = 500
     reasoner_lr: float = 2e-3
     reasoner_traces: int = 4000
