@@ -101,3 +101,9 @@ def test_second_line_error_names_line_two(tmp_path):
     path.write_text(good + "\n" + "{oops\n")
     with pytest.raises(MinPathError, match=r"x\.jsonl:2: not JSON"):
         load_jsonl(path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generator_never_runs_out_of_wrong_values(seed):
+    # seed 1 once exhausted the six near misses of a backtrack (every one already a value)
+    assert len(verbose_traces(600, seed=seed)) == 600

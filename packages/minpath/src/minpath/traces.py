@@ -14,6 +14,7 @@ against them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections.abc import Sequence
@@ -120,10 +121,10 @@ def _trace(task: Arithmetic, ex: Example, rng: random.Random, style: TraceStyle)
                 used_values.add(dc)
         producer: int
         if rng.random() < style.backtrack:
-            wrong = next(
-                v for v in (c + d for d in rng.sample([1, 2, 3, -1, -2, -3], 6))
-                if v not in used_values
-            )  # fmt: skip
+            # a near miss; farther ones only when every near one is taken (same draws as before)
+            near = [c + d for d in rng.sample([1, 2, 3, -1, -2, -3], 6)]
+            far = (c + sign * d for d in range(4, 10_000) for sign in (1, -1))
+            wrong = next(v for v in itertools.chain(near, far) if v not in used_values)
             used_values.add(wrong)
             bad = w.add(f"{a}{op}{b}={wrong}", "computation", src)
             rest = [*tokens[: i - 1], wrong, *tokens[i + 2 :]]
