@@ -88,8 +88,10 @@ def demo(run: Run) -> Report:
     intro = (
         ("**--quick smoke run: the micro model after a few steps; nothing is measured here, "
          "read the full demo's report.** " if run.quick else "")
-        + f"Base model: {run.model or config.preset + ' preset trained on the core arithmetic'}"
-        f" ({config.min_ops}-{config.max_ops} operations). Per seed "
+        + "Base model: "
+        + (run.model or f"{config.preset} preset trained on the core arithmetic, then made a "
+           f"verbose reasoner by {config.reasoner_steps} SFT steps on verbose CoTs")
+        + f" ({config.min_ops}-{config.max_ops} operations). Per seed "
         f"({', '.join(map(str, run.seeds))}): {config.train} verbose CoTs with distractors, "
         "redundant checks and backtracking; MinPath compresses them (rule typer, derivability "
         "checked by the task's step verifier, fallback to the original counted); the baselines "
