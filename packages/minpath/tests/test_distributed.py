@@ -11,10 +11,6 @@ import pytest
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 
-# Two processes each importing torch, transformers and trl: ~40 CPU-seconds, too much for the
-# 2-core fast suite next to the demo test; run with -m slow (or --run-slow).
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
