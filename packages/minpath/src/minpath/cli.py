@@ -39,10 +39,11 @@ MODEL_HELP = (
 
 
 def _threads() -> None:
+    """One torch thread (the machines this runs on are shared) unless OMP_NUM_THREADS says."""
     import torch
 
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)
+    wanted = os.environ.get("OMP_NUM_THREADS", "")
+    torch.set_num_threads(int(wanted) if wanted.isdigit() and int(wanted) > 0 else 1)
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
