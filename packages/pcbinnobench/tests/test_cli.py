@@ -69,7 +69,38 @@ def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_out):
     assert "skipped" in report
     card = json.loads((demo_out / "cost_card.json").read_text())
     assert "heuristic/guided" in card["agents"]
-    assert len((demo_out / "episodes.jsonl").read_text().splitlines()) == 3 * 2 * 3
+    agents = results.manifest.config["agents"]
+    assert "tiny-model" in agents  # the test environment has torch: the model agent runs
+    assert len((demo_out / "episodes.jsonl").read_text().splitlines()) == len(agents) * 2 * 3
+    assert "model_guidance_helps" in ids
+    assert results.row("tiny-model", "pass@1", "objective").items is not None
+    translated = results.row("tiny-model", "step_translation_correct", "held-out sentences")
+    assert translated.n == 200
+    assert results.manifest.config["tiny_agent"]["steps"] == 30  # --quick: the micro model
+
+
+def test_tiny_agent_is_skipped_with_one_line_without_torch(monkeypatch):
+    import sys
+
+    from pcbinnobench.cli import _tiny_agent
+
+    import paperstack
+
+    # the import fails as it does without torch
+    monkeypatch.setitem(sys.modules, "paperstack.tiny", None)
+    monkeypatch.delattr(paperstack, "tiny", raising=False)
+    said = []
+
+    class FakeRun:
+        quick = True
+        show_progress = False
+
+        def log(self, message):
+            said.append(message)
+
+    assert _tiny_agent(FakeRun()) is None  # type: ignore[arg-type]
+    assert len(said) == 1
+    assert "[tiny] extra" in said[0]
 
 
 def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):

@@ -39,6 +39,11 @@ AGENTS = ("do-nothing", "oracle", "heuristic")
 PREMISE_FLOOR = 0.7  # the expert trajectory, replayed through the tools, passes > 70 %
 DISCRIMINATION_MARGIN = 0.5  # oracle pass rate minus do-nothing pass rate > 0.5
 MUTANT_FLOOR = 0.8  # the validators catch more than 80 % of the injected defects
+#: The tiny-model agent (needs the [tiny] extra): a character-level Llama trained on
+#: StepTranslation (never on the shipped tasks' own steps), inside CompactModelAgent.
+TINY_AGENT: dict[str, Any] = {"preset": "tiny", "steps": 800}
+TINY_AGENT_QUICK: dict[str, Any] = {"preset": "micro", "steps": 30}
+TRANSLATION_TEST = 200  # held-out StepTranslation sentences the tiny model is scored on
 
 
 def _task_flags(p: argparse.ArgumentParser) -> None:
@@ -83,6 +88,42 @@ def _agent(name: str, task: Any) -> Any:
     return HeuristicAgent()
 
 
+def _tiny_agent(run: Run) -> tuple[Any, dict[str, Any]] | None:
+    """The tiny-model agent and what it cost, or None (one log line) without torch."""
+    try:
+        from paperstack import tiny
+        from paperstack.llm import TransformersChat
+        from pcbinnobench.tinyagent import CompactModelAgent, StepTranslation
+    except ImportError as exc:
+        run.log(f"tiny-model agent skipped: it needs the [tiny] extra ({exc})")
+        return None
+    import time
+
+    cfg = TINY_AGENT_QUICK if run.quick else TINY_AGENT
+    started = time.perf_counter()
+    task = StepTranslation()
+    model, tok = tiny.pretrained(
+        str(cfg["preset"]), (task,), steps=int(cfg["steps"]), progress=run.show_progress
+    )
+    model.eval()
+    chat = TransformersChat(model, tok, batch_size=32, name="tiny-steps")
+    held_out = task.generate(TRANSLATION_TEST, seed=1, split="test")
+    replies = chat.generate(
+        [[{"role": "user", "content": ex.prompt}] for ex in held_out], max_new_tokens=96
+    )
+    correct = {
+        f"s{i}": float(task.verify(ex, str(r[0]).splitlines()[0] if str(r[0]) else ""))
+        for i, (ex, r) in enumerate(zip(held_out, replies, strict=True))
+    }
+    info = {
+        **cfg,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "load_or_train_seconds": round(time.perf_counter() - started, 2),
+        "translation_correct": correct,
+    }
+    return CompactModelAgent(chat, name="tiny-model"), info
+
+
 def _breakdown(episodes: list[Any]) -> str:
     from pcbinnobench.validators import FAMILY_ORDER
 
@@ -120,12 +161,18 @@ def demo(run: Run) -> Report:
 
     tasks = load_tasks(run.args.tasks, run.args.task)
     budget = Budget(max_calls=run.args.max_calls, max_tokens=run.args.max_tokens)
+    model_agent = _tiny_agent(run)
+    agents = (*AGENTS, "tiny-model") if model_agent is not None else AGENTS
     episodes = []
-    with run.progress(len(tasks) * len(LEVELS) * len(AGENTS), "episodes") as bar:
-        for agent_name in AGENTS:
+    with run.progress(len(tasks) * len(LEVELS) * len(agents), "episodes") as bar:
+        for agent_name in agents:
             for level in LEVELS:
                 for task in tasks:
-                    episodes.append(run_episode(task, _agent(agent_name, task), level, budget))
+                    agent = (
+                        model_agent[0] if agent_name == "tiny-model" and model_agent
+                        else _agent(agent_name, task)
+                    )  # fmt: skip
+                    episodes.append(run_episode(task, agent, level, budget))
                     bar.advance()
     with open(run.out / "episodes.jsonl", "w", encoding="utf-8") as fh:
         for ep in episodes:
@@ -136,7 +183,14 @@ def demo(run: Run) -> Report:
 
     rows: list[Row] = []
     passed = {(ep.agent, ep.level, ep.task_id): ep.passed for ep in episodes}
-    for agent_name in AGENTS:
+    if model_agent is not None:
+        rows.append(
+            Row.from_items(
+                "tiny-model", "step_translation_correct", model_agent[1]["translation_correct"],
+                split="held-out sentences", unit="fraction",
+            )
+        )  # fmt: skip
+    for agent_name in agents:
         for level in LEVELS:
             per_task = {t.id: float(passed[(agent_name, level, t.id)]) for t in tasks}
             rows.append(
@@ -230,6 +284,21 @@ def demo(run: Run) -> Report:
             op="gt",
             rhs=("heuristic", "pass@1", "objective"),
         ),
+        *(
+            [
+                Claim.compare(
+                    "model_guidance_helps",
+                    "the tiny-model agent passes more tasks with the expert trajectory in its "
+                    "prompt than with the objective alone (paired over tasks)",
+                    rows,
+                    lhs=("tiny-model", "pass@1", "guided"),
+                    op="gt",
+                    rhs=("tiny-model", "pass@1", "objective"),
+                )
+            ]
+            if model_agent is not None
+            else []
+        ),
         Claim.compare(
             "validators_judge_meaning",
             "the expert's result rewritten in another byte layout (every byte moved, same "
@@ -291,7 +360,12 @@ def demo(run: Run) -> Report:
     config = {
         "tasks": [t.id for t in tasks],
         "audited": [t.id for t in audited],
-        "agents": list(AGENTS),
+        "agents": list(agents),
+        "tiny_agent": (
+            {k: v for k, v in model_agent[1].items() if k != "translation_correct"}
+            if model_agent is not None
+            else "skipped: needs the [tiny] extra"
+        ),
         "levels": list(LEVELS),
         "budget": {"max_calls": budget.max_calls, "max_tokens": budget.max_tokens},
         "margins": {
