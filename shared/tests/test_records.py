@@ -21,6 +21,7 @@ from paperstack.records import (
     Row,
     atomic_write,
     atomic_write_json,
+    iter_user_jsonl,
     load_results,
     read_jsonl,
     write_results,
@@ -323,6 +324,32 @@ def test_jsonl_bad_line_is_named(tmp_path: Path) -> None:
     log.write_text('{"a": 1}\n[1, 2]\n')
     with pytest.raises(ResultsFormatError, match="line 2: expected a JSON object"):
         read_jsonl(log)
+
+
+def test_user_jsonl_names_file_and_line(tmp_path: Path) -> None:
+    class OwnError(Exception):
+        pass
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_bytes(b'{"a": 1}\n\n  \n{"b": "\xc3\xa9"}')  # blank lines, no final newline
+    assert list(iter_user_jsonl(data)) == [
+        (f"{data}: line 1", {"a": 1}),
+        (f"{data}: line 4", {"b": "\u00e9"}),
+    ]
+    cases = [
+        (b'{"a": 1}\nnot json\n', "line 2: not JSON"),
+        (b'{"a": 1}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
+        (b'{"a": "caf\xe9"}\n', r"line 1: not UTF-8 text \(byte 0xe9 at column 11\)"),
+        (b'{"a": 1', "line 1: not JSON"),  # a truncated last line is an error, not skipped
+    ]
+    for body, message in cases:
+        data.write_bytes(body)
+        with pytest.raises(OwnError, match=f"pairs.jsonl: {message}"):
+            list(iter_user_jsonl(data, error=OwnError))
+    with pytest.raises(ResultsFormatError, match="is a directory, expected pairs"):
+        list(iter_user_jsonl(tmp_path, what="pairs"))
+    with pytest.raises(ResultsFormatError, match=r"missing\.jsonl: no such file"):
+        list(iter_user_jsonl(tmp_path / "missing.jsonl"))
 
 
 def test_jsonl_survives_a_killed_writer(tmp_path: Path) -> None:

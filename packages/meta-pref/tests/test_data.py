@@ -53,7 +53,7 @@ def test_language_with_no_pairs_is_one_error():
             "line 2: field 'lang' is empty",
         ),
         ('{"lang": 3, "prompt": "a", "chosen": "b", "rejected": "c"}\n', "not a string"),
-        ("[1, 2]\n", "expected an object"),
+        ("[1, 2]\n", "expected a JSON object"),
         ("\n\n", "no pairs"),
     ],
 )

@@ -98,7 +98,7 @@ def test_compress_cycle_is_one_line_naming_the_record(tmp_path, capsys):
                  {"question": "3+4*2=", "cot": "4*2=8\n3+8=11\nAnswer: 11", "answer": "11",
                   "edges": [[2, 1]]})  # fmt: skip
     err = _one_line_error(capsys, ["compress", "--input", str(src), "--out", str(tmp_path / "o")])
-    assert "in.jsonl:1" in err
+    assert "in.jsonl: line 1" in err
     assert "cycle" in err
 
 
@@ -106,7 +106,7 @@ def test_compress_non_utf8_is_one_line_naming_the_line(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_bytes(b'{"question": "1+1=", "cot": "1+1=2\\nAnswer: 2", "answer": "2"}\n\xff\xfe\n')
     err = _one_line_error(capsys, ["compress", "--input", str(src), "--out", str(tmp_path / "o")])
-    assert "in.jsonl:2: not UTF-8" in err
+    assert "in.jsonl: line 2: not UTF-8" in err
 
 
 def test_compress_missing_input_and_directory_output_are_one_line(tmp_path, capsys):

@@ -72,11 +72,11 @@ def test_jsonl_round_trip(tmp_path):
     [
         (
             b'{"question": "1+1=", "cot": "caf\xe9", "answer": "2"}\n',
-            r"x\.jsonl:1: not UTF-8 .*0xe9",
+            r"x\.jsonl: line 1: not UTF-8 .*0xe9",
         ),
-        (b"not json\n", r"x\.jsonl:1: not JSON"),
-        (b'{"question": "1+1=", "answer": "2"}\n', r"x\.jsonl:1: field 'cot' is missing"),
-        (b"[1, 2]\n", r"x\.jsonl:1: expected an object"),
+        (b"not json\n", r"x\.jsonl: line 1: not JSON"),
+        (b'{"question": "1+1=", "answer": "2"}\n', r"x\.jsonl: line 1: field 'cot' is missing"),
+        (b"[1, 2]\n", r"x\.jsonl: line 1: expected a JSON object"),
         (b'{"question": "q", "cot": "c", "answer": "2", "edges": [[1]]}\n', r"field 'edges'"),
         (b"\n\n", r"x\.jsonl: no records"),
     ],
@@ -89,7 +89,7 @@ def test_bad_jsonl_is_one_error_naming_file_and_line(tmp_path, content, message)
 
 
 def test_missing_file_and_directory_are_one_error(tmp_path):
-    with pytest.raises(MinPathError, match="cannot read"):
+    with pytest.raises(MinPathError, match=r"nope\.jsonl: no such file"):
         load_jsonl(tmp_path / "nope.jsonl")
     with pytest.raises(MinPathError, match="is a directory"):
         load_jsonl(tmp_path)
@@ -99,7 +99,7 @@ def test_second_line_error_names_line_two(tmp_path):
     path = tmp_path / "x.jsonl"
     good = json.dumps({"question": "1+1=", "cot": "1+1=2\nAnswer: 2", "answer": "2"})
     path.write_text(good + "\n" + "{oops\n")
-    with pytest.raises(MinPathError, match=r"x\.jsonl:2: not JSON"):
+    with pytest.raises(MinPathError, match=r"x\.jsonl: line 2: not JSON"):
         load_jsonl(path)
 
 

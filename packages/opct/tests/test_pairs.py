@@ -105,7 +105,7 @@ def test_jsonl_round_trip(tmp_path):
         ('{"prompt": "Hi. What?", "clean": "   "}', "line 2: field 'clean' is empty"),
         ('{"prompt": "Hi. What?"}', "line 2: missing field 'clean'"),
         ('{"prompt": 3, "clean": "What?"}', "line 2: field 'prompt' must be a string"),
-        ("[1, 2]", "line 2: expected an object"),
+        ("[1, 2]", "line 2: expected a JSON object"),
         ("{not json", "line 2: not JSON"),
         ('{"prompt": "a", "clean": "b", "extra": 1}', "line 2: unknown field 'extra'"),
     ],

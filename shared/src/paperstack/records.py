@@ -64,6 +64,7 @@ __all__ = [
     "RowKey",
     "atomic_write",
     "atomic_write_json",
+    "iter_user_jsonl",
     "judge",
     "load_results",
     "prepare_out_dir",
@@ -304,6 +305,49 @@ def read_jsonl(
 ) -> list[dict[str, Any]]:
     """All objects of a JSONL file; see :func:`iter_jsonl`."""
     return list(iter_jsonl(path, allow_torn_tail=allow_torn_tail))
+
+
+def iter_user_jsonl(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "a JSONL file",
+    error: type[Exception] = ResultsFormatError,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``(where, object)`` for each non-blank line of a user's JSONL input file.
+
+    ``where`` is ``"<path>: line <n>"``, so a loader's own field checks name the line the same
+    way these do. Unlike :func:`iter_jsonl` (our own append-only logs, where a missing final
+    newline means a killed writer) a hand-written file may end without a newline. Every failure
+    is one ``error`` (a package passes its own error class) naming the file and, where there is
+    one, the line: a directory, a missing or unreadable file, a line that is not UTF-8 (with the
+    byte and column), not JSON, or not a JSON object.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise error(f"{p}: is a directory, expected {what}")
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{p}: no such file") from None
+    except OSError as exc:
+        raise error(f"{p}: cannot read ({exc.strerror or exc})") from None
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        where = f"{p}: line {number}"
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(
+                f"{where}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column {exc.start + 1})"
+            ) from None
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        yield where, obj
 
 
 # --------------------------------------------------------------------------- schema

@@ -340,35 +340,30 @@ def _select_arguments(p: argparse.ArgumentParser) -> None:
 
 def _read_candidates(path: Path, answers: bool = True) -> list[dict[str, str]]:
     """The candidates of a JSONL file; ``answers``: each needs ``input`` and ``answer`` (the
-    corrective selector), else a ``text`` (or ``input`` + ``answer``) is enough."""
-    import json
-
+    corrective selector), else a ``text`` (or ``input`` + ``answer``) is enough. An empty file
+    is an empty candidate pool."""
     from corrective_context.errors import CorrectiveContextError
+    from paperstack.records import iter_user_jsonl
 
     rows = []
-    for number, line in _read_lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorrectiveContextError(
-                f"--items {path}: line {number}: not JSON ({exc.msg})"
-            ) from None
-        paired = (isinstance(obj, dict) and isinstance(obj.get("input"), str)
-                  and isinstance(obj.get("answer"), str))  # fmt: skip
+    lines = iter_user_jsonl(path, what="a JSONL file of candidates", error=CorrectiveContextError)
+    for where, obj in lines:
+        paired = isinstance(obj.get("input"), str) and isinstance(obj.get("answer"), str)
         if paired:
             text = obj.get("text", obj["input"] + obj["answer"])
             rows.append({"input": obj["input"], "answer": obj["answer"], "text": str(text)})
         elif answers:
             raise CorrectiveContextError(
-                f"--items {path}: line {number}: needs string fields 'input' and 'answer'"
+                f"--items {where}: needs string fields 'input' and 'answer'"
             )
-        elif isinstance(obj, dict) and isinstance(obj.get("text"), str):
+        elif isinstance(obj.get("text"), str):
             rows.append({"text": obj["text"]})
         else:
             raise CorrectiveContextError(
-                f"--items {path}: line {number}: needs a string field 'text' (or 'input' and "
-                "'answer')"
+                f"--items {where}: needs a string field 'text' (or 'input' and 'answer')"
             )
+    if not rows:
+        raise CorrectiveContextError(f"--items {path}: the candidate pool is empty (no lines)")
     return rows
 
 

@@ -81,26 +81,11 @@ def select_languages(
 def load_pairs(path: str | os.PathLike[str]) -> list[PreferencePair]:
     """Read a multilingual preference JSONL file (one pair per line, blank lines skipped).
     Every error names the file and the line."""
-    path = Path(path)
-    if path.is_dir():
-        raise MetaPrefError(f"{path}: is a directory, expected a JSONL file of pairs")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MetaPrefError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MetaPrefError(f"{path}: cannot read ({exc})") from None
+    from paperstack.records import iter_user_jsonl
+
     pairs: list[PreferencePair] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise MetaPrefError(f"{where}: not JSON") from None
-        if not isinstance(record, dict):
-            raise MetaPrefError(f"{where}: expected an object with {', '.join(FIELDS)}")
+    lines = iter_user_jsonl(path, what="a JSONL file of pairs", error=MetaPrefError)
+    for where, record in lines:
         for name in FIELDS:
             if name not in record:
                 raise MetaPrefError(f"{where}: missing field {name!r}")

@@ -197,30 +197,10 @@ class Record:
 def load_jsonl(path: str | Path) -> list[Record]:
     """Read ``{"question", "cot", "answer"[, "edges"]}`` JSON lines; any bad line (not UTF-8,
     not JSON, a missing or non-text field) is one :class:`MinPathError` naming file and line."""
-    path = Path(path)
-    if path.is_dir():
-        raise MinPathError(f"{path}: is a directory, expected a JSONL file")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise MinPathError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    from paperstack.records import iter_user_jsonl
+
     records: list[Record] = []
-    for number, line in enumerate(raw.splitlines(), start=1):
-        where = f"{path}:{number}"
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MinPathError(
-                f"{where}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column {exc.start + 1})"
-            ) from None
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise MinPathError(f"{where}: not JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise MinPathError(f"{where}: expected an object with question, cot, answer")
+    for where, obj in iter_user_jsonl(path, error=MinPathError):
         for name in ("question", "cot", "answer"):
             if not isinstance(obj.get(name), (str, int)) or isinstance(obj.get(name), bool):
                 raise MinPathError(f"{where}: field {name!r} is missing or not text")

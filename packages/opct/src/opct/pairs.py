@@ -88,26 +88,10 @@ def load_pairs(path: str | os.PathLike[str]) -> list[Pair]:
 
     Blank lines are skipped; anything else that is not a pair is one error naming the line.
     """
-    p = Path(path)
-    if p.is_dir():
-        raise OPCTError(f"{p}: is a directory, not a JSONL file of pairs")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise OPCTError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OPCTError(f"{p}: cannot read ({exc})") from None
+    from paperstack.records import iter_user_jsonl
+
     pairs: list[Pair] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{p}, line {number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise OPCTError(f"{where}: not JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise OPCTError(f"{where}: expected an object with 'prompt' and 'clean'")
+    for where, obj in iter_user_jsonl(path, what="a JSONL file of pairs", error=OPCTError):
         missing = [k for k in ("prompt", "clean") if k not in obj]
         if missing:
             raise OPCTError(f"{where}: missing field {missing[0]!r}")
@@ -120,7 +104,7 @@ def load_pairs(path: str | os.PathLike[str]) -> list[Pair]:
         pair = Pair(obj["prompt"], obj["clean"], obj.get("kind", "custom"), meta)
         pairs.append(pair.check(where))
     if not pairs:
-        raise OPCTError(f"{p}: no pairs in the file")
+        raise OPCTError(f"{path}: no pairs in the file")
     return pairs
 
 
