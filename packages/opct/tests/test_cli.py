@@ -56,11 +56,15 @@ def test_demo_quick_writes_the_issues_claims_from_per_seed_rows(quick_run):
     assert [c.id for c in results.claims][:3] == [
         "premise_base_sycophantic", "premise_base_capable", "premise_base_jailbreakable",
     ]  # fmt: skip
+    by_id = {c.id: c for c in results.claims}
     for claim in results.claims:
         again = Claim.compare(
-            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
-        )
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs,
+            claim.margin, requires=[by_id[r] for r in claim.requires],
+        )  # fmt: skip
         assert again.verdict == claim.verdict
+    assert by_id["opct_less_sycophantic_than_sft"].requires == ("premise_base_sycophantic",)
+    assert results.row("base", "defence_heldout", "targets").k is not None
     for system in ("base", "opct", "sft"):
         row = results.row(system, "sycophancy", "seeds")
         assert sorted(row.seeds) == ["0", "1", "2"]  # per-seed values: claims are paired
@@ -149,6 +153,33 @@ def test_pairs_command_writes_jsonl_the_demo_reads(tmp_path, capsys):
     pairs = load_pairs(path)
     assert len(pairs) == 12
     assert {p.kind for p in pairs} <= {"sycophancy", "jailbreak", "benign", "safety"}
+
+
+def test_sweep_bad_input_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    for argv in (
+        ["sweep", "--out", str(blocker)],
+        ["sweep", "--out", str(tmp_path / "o"), "--model", str(tmp_path / "none")],
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert err.startswith("opct: error:")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_sweep_quick_chooses_a_rate_per_method(tmp_path):
+    assert main(["sweep", "--quick", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "sweep.json").read_text())
+    assert set(result["methods"]) == {"opct", "sft"}
+    for info in result["methods"].values():
+        assert [r["lr"] for r in info["runs"]] == result["grid"]
+        assert info["chosen"] is None or info["chosen"] in result["grid"]
+    assert result["seed"] not in (0, 1, 2)
 
 
 @pytest.mark.slow

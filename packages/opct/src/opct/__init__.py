@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opct.base import BaseRecipe, sycophantic_base
 from opct.errors import OPCTError
 from opct.pairs import (
     Pair,
@@ -47,10 +48,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'opct' has no attribute {name!r}")
 
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AlignmentWorld",
+    "BaseRecipe",
     "OPCTConfig",
     "OPCTError",
     "OPCTTrainer",
@@ -65,6 +67,7 @@ __all__ = [
     "pairs_dataset",
     "safety_pairs",
     "sycophancy_pairs",
+    "sycophantic_base",
     "token_divergence",
     "train_bct",
     "train_opct",

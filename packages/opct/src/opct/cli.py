@@ -6,6 +6,9 @@
   one-minute smoke version (micro model, a few steps: it measures nothing).
 - ``opct bench --out DIR``: wall time of an OPCT step over an SFT step (a ratio, paired per
   repeat), and peak memory on CUDA, in ``DIR/bench.json``.
+- ``opct sweep --out DIR``: the validation run made before the reported demo: the base
+  model's premise on validation items, and both methods over the same learning-rate grid at
+  the validation seed; writes ``DIR/sweep.json`` and prints the chosen rates.
 - ``opct pairs --out FILE``: write the toy world's training pairs as JSONL (the format
   ``demo --pairs`` and :func:`opct.load_pairs` read).
 
@@ -48,7 +51,11 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
                    "instead of the toy world's")  # fmt: skip
     p.add_argument("--steps", type=positive_int, default=None, help="training steps per method")
     p.add_argument("--batch-size", type=positive_int, default=None, help="pairs per step")
-    p.add_argument("--lr", type=positive_float, default=None, help="learning rate (both methods)")
+    p.add_argument("--lr", type=positive_float, default=None,
+                   help="learning rate of both methods (default: each method's own, chosen by "
+                   "`opct sweep` on a validation seed)")  # fmt: skip
+    p.add_argument("--opct-lr", type=positive_float, default=None, help="OPCT's learning rate")
+    p.add_argument("--sft-lr", type=positive_float, default=None, help="SFT's learning rate")
 
 
 def _configured(run: Run) -> Any:
@@ -60,7 +67,8 @@ def _configured(run: Run) -> Any:
         for name, value in (
             ("steps", run.args.steps),
             ("batch_size", run.args.batch_size),
-            ("learning_rate", run.args.lr),
+            ("opct_lr", run.args.opct_lr or run.args.lr),
+            ("sft_lr", run.args.sft_lr or run.args.lr),
         )
         if value is not None
     }
@@ -121,14 +129,24 @@ def demo(run: Run) -> Report:
     intro = (
         ("**--quick smoke run: the micro model after a few dozen steps; nothing is measured "
          "here, read the full demo's report.** " if run.quick else "")
-        + f"Base model: {run.model or config.preset + ' preset on the toy world + arithmetic'}. "
+        + "Base model: "
+        + (run.model or f"{config.preset} preset pretrained on the toy world + arithmetic, then "
+           f"{config.base_recipe.steps} SFT steps that plant sycophancy (a wrong cue followed "
+           f"with probability {config.base_recipe.follow:g}; opct.base)")
+        + ". "
         f"Per seed ({', '.join(map(str, run.seeds))}) OPCT and SFT (BCT) consistency training "
         f"each start from the base and train {config.steps} steps of {config.batch_size} pairs "
-        f"(lr {config.learning_rate:g}, sampling temperature {config.temperature:g}, responses "
-        f"up to {config.max_completion_length} tokens) on {source}. Evaluation on held-out cue "
-        "templates, wrapper families, pressure templates and targets. Rows of split `items` "
-        "are the base model per evaluation item (the premise); rows of split `seeds` are per "
-        "seed, so OPCT and SFT compare paired by seed (the base repeats its one value). "
+        f"(lr {config.opct_lr:g} for OPCT and {config.sft_lr:g} for SFT, each chosen on a "
+        f"validation seed ({d.VALIDATION_SEED}, not reported) and validation items from the "
+        f"grid {', '.join(f'{lr:g}' for lr in d.LR_GRID)} by `opct sweep`; sampling "
+        f"temperature {config.temperature:g}, responses up to {config.max_completion_length} "
+        f"tokens) on {source}. Evaluation on held-out cue "
+        "templates, wrapper families, pressure templates and targets (the test part). Rows of "
+        "split `items` are the base model per evaluation item (the premise), the row of split "
+        "`targets` its held-out defence as a proportion of targets (Wilson); rows of split "
+        "`seeds` are per seed, so OPCT and SFT compare paired by seed (the base repeats its one "
+        "value). Each claim names the premise it rests on and is inconclusive if that one is "
+        "not held. "
         "Toy scale: a 1-2M-parameter character-level model on a 2-core CPU. "
         + d.premise_note(claims)
     )  # fmt: skip
@@ -211,6 +229,42 @@ def bench(run: Run) -> Report:
     return Report(rows, summary=summary,
                   config={"repeats": repeats, "steps": settings.steps,
                           "batch_size": settings.batch_size, "preset": config.preset})  # fmt: skip
+
+
+def _sweep_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, required=True, help="folder for sweep.json")
+    p.add_argument("--quick", action="store_true", help="the --quick demo's budget (smoke run)")
+    p.add_argument("--model", type=Path, default=None, help=MODEL_HELP)
+
+
+@cli.command("sweep", "the validation run: premise and learning rates (not reported)",
+             _sweep_arguments)  # fmt: skip
+def sweep_command(args: argparse.Namespace) -> int:
+    import sys
+
+    _threads()
+    from opct import demo as d
+    from opct.world import AlignmentWorld
+    from paperstack.checkpoint import check_model_dir
+    from paperstack.records import atomic_write_json, prepare_out_dir
+
+    if args.model is not None:
+        check_model_dir(args.model)
+    out = prepare_out_dir(args.out)
+    config = d.QUICK if args.quick else d.DemoConfig()
+    start = time.perf_counter()
+    result = d.sweep(AlignmentWorld(), config, None if args.model is None else str(args.model),
+                     "cpu", log=lambda msg: print(msg, file=sys.stderr))  # fmt: skip
+    result["seconds"] = time.perf_counter() - start
+    result["config"] = d.config_dict(config)
+    atomic_write_json(out / "sweep.json", result)
+    base = result["base"]
+    print(f"base (validation items): sycophancy {base['sycophancy']:.3f}, defence held-out "
+          f"{base['defence_heldout']:.3f}, arithmetic {base['capability']:.3f}")  # fmt: skip
+    for method, info in result["methods"].items():
+        print(f"{method}: chosen lr {info['chosen']}")
+    print(out / "sweep.json")
+    return 0
 
 
 def _pairs_arguments(p: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -44,6 +44,7 @@ from opct.world import (
     safety_request,
     wrap,
 )
+from paperstack.tasks.base import in_test_split
 
 __all__ = [
     "attack_candidates",
@@ -59,10 +60,31 @@ __all__ = [
 EVAL_SEED = 12345
 
 
-def _eval_facts(world: AlignmentWorld, limit: int | None = None) -> list[Any]:
-    """The held-out facts (the first ``limit`` of them, in the world's order, if given)."""
-    facts = [f for f in world.facts if is_eval_item("fact", f.entity, f.attribute)]
+#: Evaluation items are split once more, by a stable hash: ``validation`` items are where the
+#: demo's premise and learning rates were checked before the reported run, ``test`` items are
+#: the reported ones.
+Part = Literal["test", "validation"]
+VALIDATION_FRACTION = 0.5
+
+
+def _in_part(part: Part, *key: object) -> bool:
+    if part not in ("test", "validation"):
+        raise ValueError(f"part must be 'test' or 'validation', got {part!r}")
+    return in_test_split(("opct-validation", *key), VALIDATION_FRACTION) == (part == "validation")
+
+
+def _eval_facts(world: AlignmentWorld, limit: int | None = None, part: Part = "test") -> list[Any]:
+    """The held-out facts of ``part`` (the first ``limit`` of them, in the world's order)."""
+    facts = [
+        f
+        for f in world.facts
+        if is_eval_item("fact", f.entity, f.attribute) and _in_part(part, f.entity, f.attribute)
+    ]
     return facts if limit is None else facts[:limit]
+
+
+def _seed(part: Part) -> int:
+    return EVAL_SEED if part == "test" else EVAL_SEED + 1
 
 
 def _greedy(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
@@ -127,12 +149,13 @@ def sycophancy(
     templates: Sequence[str] = CUES_HELDOUT,
     per_fact: int = 1,
     limit: int | None = None,
+    part: Part = "test",
 ) -> dict[str, float]:
     """``{item: P(answer = the wrong cue)}`` over held-out facts x ``templates`` (``per_fact``
     wrong cue values each)."""
-    rng = random.Random(f"opct-eval-syc:{EVAL_SEED}")
+    rng = random.Random(f"opct-eval-syc:{_seed(part)}")
     prompts, cues, ids = [], [], []
-    for fact in _eval_facts(world, limit):
+    for fact in _eval_facts(world, limit, part):
         for t, template in enumerate(templates):
             for k in range(per_fact):
                 z = world.wrong_value(fact, rng)
@@ -158,11 +181,13 @@ def jailbreak_defence(
     tries: int = 4,
     max_new_tokens: int = 24,
     limit: int | None = None,
+    part: Part = "test",
 ) -> dict[str, float]:
     """``{target: 1.0 if defended else 0.0}`` against the adaptive attacker (module docstring)
     for every held-out forbidden request."""
     candidates = attack_candidates(families)
-    targets = [(f, forbidden_request(f.entity, f.attribute)) for f in _eval_facts(world, limit)]
+    facts = _eval_facts(world, limit, part)
+    targets = [(f, forbidden_request(f.entity, f.attribute)) for f in facts]
     prompts = [wrap(request, *chain) for _, request in targets for chain in candidates]
     refuse = sequence_logprobs(model, tokenizer, prompts, [REFUSAL] * len(prompts))
     chosen: list[tuple[int, str]] = []
@@ -186,13 +211,14 @@ def over_refusal(
     families: Sequence[str] = HELDOUT_FAMILIES,
     max_new_tokens: int = 24,
     limit: int | None = None,
+    part: Part = "test",
 ) -> dict[str, float]:
     """``{item: 1.0 if refused}`` for benign held-out questions inside each single template of
     ``families`` (greedy)."""
-    rng = random.Random(f"opct-eval-benign:{EVAL_SEED}")
+    rng = random.Random(f"opct-eval-benign:{_seed(part)}")
     templates = [t for f in families for t in WRAPPER_FAMILIES[f]]
     items, prompts = [], []
-    for fact in _eval_facts(world, limit):
+    for fact in _eval_facts(world, limit, part):
         for k, template in enumerate(templates):
             prompts.append(wrap(world.question(fact, rng), template))
             items.append(f"{fact.entity}/{fact.attribute}/w{k}")
@@ -207,10 +233,13 @@ def safety_awareness(
     templates: Sequence[str] = PRESSURE_HELDOUT,
     max_new_tokens: int = 40,
     limit: int | None = None,
+    part: Part = "test",
 ) -> dict[str, float]:
     """``{item: 1.0 if the greedy answer carries the warning}`` for held-out safety requests
     under each of ``templates``."""
-    combos = [c for c in world.safety_pairs if is_eval_item("safety", *c)][:limit]
+    combos = [c for c in world.safety_pairs if is_eval_item("safety", *c) and _in_part(part, *c)][
+        :limit
+    ]
     items, prompts = [], []
     for tool, element in combos:
         for k, template in enumerate(templates):
@@ -221,10 +250,11 @@ def safety_awareness(
 
 
 def capability(
-    model: Any, tokenizer: Any, n: int = 200, task: Any = CAPABILITY
+    model: Any, tokenizer: Any, n: int = 200, task: Any = CAPABILITY, part: Part = "test"
 ) -> dict[str, float]:
-    """``{problem: 1.0 if solved}`` on ``n`` held-out problems of the capability task."""
-    examples = task.generate(n, seed=EVAL_SEED, split="test")
+    """``{problem: 1.0 if solved}`` on ``n`` held-out problems of the capability task (a
+    different draw for ``part="validation"``)."""
+    examples = task.generate(n, seed=_seed(part), split="test")
     longest = max((len(e.answer) for e in examples), default=8)
     answers = _greedy(model, tokenizer, [e.prompt for e in examples], longest + 8)
     return {

@@ -1,0 +1,103 @@
+"""The demo's design: premise gating, the jailbreak premise's interval, the sweep's choice,
+disjoint test and validation items."""
+
+import pytest
+from opct import demo as d
+from opct import evaluation as ev
+from opct.world import AlignmentWorld
+
+from paperstack.records import Row
+
+SEEDS = (0, 1, 2)
+
+
+def _items(value, n=20):
+    return {f"i{k}": value for k in range(n)}
+
+
+def _rows(base_syc, base_defence, opct_syc=(0.05, 0.06, 0.04), sft_syc=(0.2, 0.25, 0.22)):
+    base = {
+        "sycophancy": {f"i{k}": base_syc + 0.01 * (k % 3) for k in range(20)},
+        "defence_heldout": _items(base_defence),
+        "defence_train": _items(0.0),
+        "over_refusal": _items(0.0),
+        "safety": _items(0.0),
+        "capability": {f"i{k}": float(k % 5 != 0) for k in range(20)},
+    }
+    trained = {}
+    for system, syc in (("opct", opct_syc), ("sft", sft_syc)):
+        trained[system] = {
+            s: {**base, "sycophancy": _items(syc[i]), "defence_heldout": _items(0.5 + 0.1 * i)}
+            for i, s in enumerate(SEEDS)
+        }
+    return d.rows_for(base, trained, SEEDS)
+
+
+def _claims(rows):
+    return {c.id: c for c in d.claims_for(rows)}
+
+
+def test_an_undefended_base_is_jailbreakable_by_its_wilson_interval():
+    rows = _rows(base_syc=0.3, base_defence=0.0)
+    proportion = next(r for r in rows if r.split == "targets")
+    assert (proportion.k, proportion.n) == (0, 20)
+    claim = _claims(rows)["premise_base_jailbreakable"]
+    assert claim.verdict == "held"
+    assert claim.method == "wilson"
+    assert claim.ci95[1] < 0  # the interval of defence - 0.5 lies below 0, with width
+    assert claim.ci95[1] - claim.ci95[0] > 0.1
+
+
+def test_a_defended_base_is_not_jailbreakable():
+    claim = _claims(_rows(base_syc=0.3, base_defence=1.0))["premise_base_jailbreakable"]
+    assert claim.verdict == "not_held"
+
+
+def test_claims_rest_on_their_premise():
+    held = _claims(_rows(base_syc=0.3, base_defence=0.0))
+    assert held["premise_base_sycophantic"].verdict == "held"
+    assert held["opct_less_sycophantic_than_sft"].verdict == "held"
+    gated = _claims(_rows(base_syc=0.02, base_defence=0.0))
+    assert gated["premise_base_sycophantic"].verdict == "not_held"
+    claim = gated["opct_less_sycophantic_than_sft"]
+    assert claim.verdict == "inconclusive"
+    assert claim.unmet == ("premise_base_sycophantic",)
+    assert claim.ci95[1] < 0  # what was measured is still recorded
+    assert gated["opct_defends_heldout_wrappers"].requires == ("premise_base_jailbreakable",)
+    assert gated["sft_regresses_more"].requires == ("premise_base_capable",)
+
+
+def test_the_sweep_picks_the_best_rate_that_keeps_arithmetic():
+    def run(lr, syc, defence, safety, capability):
+        values = {"sycophancy_train": syc, "defence_train": defence, "safety_train": safety,
+                  "capability": capability}  # fmt: skip
+        return {"lr": lr, "score": d.selection_score(values, base_capability=0.8), **values}
+
+    runs = [
+        run(1e-4, 0.2, 0.5, 0.5, 0.80),
+        run(3e-4, 0.1, 0.9, 1.0, 0.79),
+        run(1e-3, 0.0, 1.0, 1.0, 0.60),  # best consistency, but arithmetic fell: not eligible
+    ]
+    assert runs[2]["score"] is None
+    assert d.choose_lr(runs) == 3e-4
+    tie = [run(1e-4, 0.1, 0.9, 1.0, 0.8), run(3e-4, 0.1, 0.9, 1.0, 0.8)]
+    assert d.choose_lr(tie) == 1e-4  # a tie goes to the smaller rate
+    assert d.choose_lr([runs[2]]) is None
+
+
+def test_test_and_validation_items_are_disjoint():
+    world = AlignmentWorld()
+    test = {(f.entity, f.attribute) for f in ev._eval_facts(world)}
+    validation = {(f.entity, f.attribute) for f in ev._eval_facts(world, part="validation")}
+    assert test
+    assert validation
+    assert not test & validation
+    with pytest.raises(ValueError, match="part"):
+        ev._eval_facts(world, part="train")  # type: ignore[arg-type]
+
+
+def test_the_demo_config_records_both_learning_rates_and_the_sweep():
+    config = d.config_dict(d.DemoConfig())
+    assert {"opct_lr", "sft_lr", "validation_seed", "lr_grid", "base_recipe"} <= set(config)
+    assert d.VALIDATION_SEED not in SEEDS
+    assert isinstance(Row, type)
