@@ -27,13 +27,16 @@ from probe_audit import __version__
 
 cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
 
-#: The protocol, fixed before any claim was looked at (no tuning: these are the only values run).
+#: The protocol. The auditor's size and pre-training budget and the evaluation size were fixed
+#: on the validation database (seed 800, never reported) by the zero-shot auditor alone (it
+#: found some but not all planted bugs there), before any trained auditor was evaluated; the
+#: training budget was fixed by the time the run may take, not by its results.
 FULL: dict[str, Any] = {
-    "pretrain_steps": 200, "train_steps": 6, "scenarios_per_step": 2, "group_size": 4,
-    "eval_per_domain": 12, "eval_db_seeds": [900, 901], "turn_tokens": 64,
+    "pretrain_steps": 1500, "train_steps": 20, "scenarios_per_step": 2, "group_size": 4,
+    "eval_per_domain": 24, "eval_db_seeds": [900, 901], "turn_tokens": 32,
 }  # fmt: skip
 QUICK: dict[str, Any] = {
-    "pretrain_steps": 40, "train_steps": 1, "scenarios_per_step": 1, "group_size": 2,
+    "pretrain_steps": 60, "train_steps": 1, "scenarios_per_step": 1, "group_size": 2,
     "eval_per_domain": 3, "eval_db_seeds": [900], "turn_tokens": 32,
 }  # fmt: skip
 #: The database seed on which the best scripted strategy is chosen (never reported).
@@ -47,7 +50,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "--pretrain-steps",
         type=positive_int,
         default=None,
-        help="pre-training steps of the zero-shot auditor (default 200, --quick 40; cached)",
+        help="pre-training steps of the zero-shot auditor (default 1500, --quick 60; cached)",
     )
     p.add_argument(
         "--train-steps",
@@ -64,8 +67,8 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--turn-tokens",
         type=positive_int,
-        default=64,
-        help="most tokens the model auditor writes per turn (default 64)",
+        default=None,
+        help="most tokens (words) the model auditor writes per turn (default 32)",
     )
     p.add_argument(
         "--plausibility",
@@ -228,7 +231,7 @@ def demo(run: Run) -> Report:
     def key(system: str, metric: str) -> tuple[str, str, str]:
         return (system, metric, "eval")
 
-    claims = [
+    premises = [
         Claim.compare(
             "premise_zero_shot_finds_bugs",
             "premise: the zero-shot auditor finds some planted bugs (share of the 8 found > 0)",
@@ -239,38 +242,44 @@ def demo(run: Run) -> Report:
             "premise: the zero-shot auditor misses some planted bugs (share found < 1)",
             rows, key("zero-shot", "bugs_found"), "lt", 1.0,
         ),
+    ]
+    claims = [
+        *premises,
         Claim.compare(
             "trained_beats_zero_shot",
             "the GRPO-trained auditor finds more distinct violations per episode than the same "
             "model zero-shot",
-            rows, key("grpo", vpe), "gt", key("zero-shot", vpe),
+            rows, key("grpo", vpe), "gt", key("zero-shot", vpe), requires=premises,
         ),
         Claim.compare(
             "dpo_beats_zero_shot",
             "the DPO-trained auditor finds more distinct violations per episode than zero-shot",
-            rows, key("dpo", vpe), "gt", key("zero-shot", vpe),
+            rows, key("dpo", vpe), "gt", key("zero-shot", vpe), requires=premises,
         ),
         Claim.compare(
             "gflownet_beats_zero_shot",
             "the GFlowNet-trained auditor finds more distinct violations per episode than "
             "zero-shot",
-            rows, key("gflownet", vpe), "gt", key("zero-shot", vpe),
+            rows, key("gflownet", vpe), "gt", key("zero-shot", vpe), requires=premises,
         ),
         Claim.compare(
             "trained_beats_scripted",
             f"the GRPO-trained auditor finds more distinct violations per episode than the best "
             f"scripted strategy ({best_scripted}, chosen on a validation database)",
             rows, key("grpo", vpe), "gt", key(f"scripted:{best_scripted}", vpe),
+            requires=premises,
         ),
         Claim.compare(
             "gflownet_most_diverse",
             "the GFlowNet auditor violates more distinct rules than the GRPO auditor",
             rows, key("gflownet", "distinct_rules"), "gt", key("grpo", "distinct_rules"),
+            requires=premises,
         ),
         Claim.compare(
             "gflownet_more_diverse_than_dpo",
             "the GFlowNet auditor violates more distinct rules than the DPO auditor",
             rows, key("gflownet", "distinct_rules"), "gt", key("dpo", "distinct_rules"),
+            requires=premises,
         ),
         Claim.compare(
             "no_false_violations",
@@ -295,20 +304,22 @@ def demo(run: Run) -> Report:
         "threads": int(os.environ.get("OMP_NUM_THREADS", "1") or 1),
     }
     intro = (
-        "PROBE on the toy world: a 24k-parameter tiny-Llama auditor (pre-trained on realistic "
+        f"PROBE on the toy world: a {params // 1000}k-parameter word-level tiny-Llama auditor "
+        f"(pre-trained {proto['pretrain_steps']} steps on a user-simulator corpus of realistic "
         "user turns) plays the user against rule agents of a retail and an airline domain with "
         "8 planted policy bugs. Zero-shot, GRPO, DPO and GFlowNet (trajectory balance) auditors, "
         f"the five scripted strategies and random templates play {per_domain} held-out scenarios "
         f"per domain and database ({len(eval_seeds)} databases), seeds "
         f"{', '.join(map(str, seeds))}; {proto['train_steps']} training steps of "
         f"{proto['scenarios_per_step']} scenarios x {proto['group_size']} episodes per domain. "
-        "Claims are paired over seeds. Toy scale, shared 2-core CPU."
+        "Claims are paired over seeds; the method claims rest on the two premise claims. "
+        "Toy scale, shared 2-core CPU."
     )
-    if claims[0].verdict != "held":
+    if not all(p.held for p in premises):
         intro += (
-            " PREMISE ABSENT: the zero-shot auditor found no planted bug here (its pre-training "
-            "budget is too small for it to write usable user turns), so the comparisons with it "
-            "say nothing about PROBE's training; they are reported as measured."
+            " PREMISE NOT HELD: the zero-shot auditor did not find some-but-not-all planted bugs "
+            "on every seed here, so the claims that rest on it are inconclusive; the rows are "
+            "reported as measured."
         )
     return Report(rows, claims, intro=intro, figures=[figure], config=config)
 
@@ -319,7 +330,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         "--pretrain-steps",
         type=positive_int,
         default=FULL["pretrain_steps"],
-        help="pre-training steps of the auditor that is timed (default 200; cached)",
+        help="pre-training steps of the auditor that is timed (default 1500; cached)",
     )
 
 
