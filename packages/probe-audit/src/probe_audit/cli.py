@@ -30,7 +30,10 @@ cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
 #: The protocol. The auditor's size and pre-training budget and the evaluation size were fixed
 #: on the validation database (seed 800, never reported) by the zero-shot auditor alone (it
 #: found some but not all planted bugs there), before any trained auditor was evaluated; the
-#: training budget was fixed by the time the run may take, not by its results.
+#: training budget was fixed by the time the run may take, not by its results. Seeds: 5, because
+#: on the validation database the zero-shot share of bugs found was 0.625, 0.25, 0.375, 0.25,
+#: 0.25 on seeds 0-4, so 3 seeds leave the premise's t-interval across 0 ([-0.06, 0.89]) and 5
+#: do not ([0.15, 0.55]) (a first full run with 3 seeds had the premise inconclusive).
 FULL: dict[str, Any] = {
     "pretrain_steps": 1500, "train_steps": 20, "scenarios_per_step": 2, "group_size": 4,
     "eval_per_domain": 24, "eval_db_seeds": [900, 901], "turn_tokens": 32,
@@ -105,7 +108,7 @@ def _score_row_values(score: Any) -> dict[str, float]:
     }
 
 
-@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=2, devices=("cpu",))
+@cli.demo(arguments=_demo_arguments, seeds=5, quick_seeds=2, devices=("cpu",))
 def demo(run: Run) -> Report:
     """The premise, the three objectives against zero-shot, scripted and random auditors,
     and the checkers' precision; every row holds per-seed values, so claims are paired."""
