@@ -234,18 +234,32 @@ def demo(run: Run) -> Report:
     def key(system: str, metric: str) -> tuple[str, str, str]:
         return (system, metric, "eval")
 
+    # The premise is about each run of the zero-shot auditor: did it find at least one planted
+    # bug, and did it miss at least one? One yes/no per seed (the seeds are independent runs),
+    # so the premise rows are proportions of seeds (Wilson). The share of bugs found per seed
+    # (the bugs_found rows) cannot carry it: when every seed finds the same share its interval
+    # has zero width, which is inconclusive by construction.
+    zero_bugs = values["zero-shot"]["bugs_found"]
+    found_some = sum(1 for v in zero_bugs.values() if v > 0)
+    missed_some = sum(1 for v in zero_bugs.values() if v < 1)
+    rows.append(Row.proportion("zero-shot", "seeds_finding_a_bug", found_some, len(zero_bugs),
+                               split="eval"))  # fmt: skip
+    rows.append(Row.proportion("zero-shot", "seeds_missing_a_bug", missed_some, len(zero_bugs),
+                               split="eval"))  # fmt: skip
     premises = [
         Claim.compare(
             "premise_zero_shot_finds_bugs",
-            "premise: the zero-shot auditor finds some planted bugs (share of the 8 found > 0)",
-            rows, key("zero-shot", "bugs_found"), "gt", 0.0,
+            "premise: on most seeds the zero-shot auditor finds at least one of the 8 planted bugs "
+            "(share of seeds > 0.5)",
+            rows, key("zero-shot", "seeds_finding_a_bug"), "gt", 0.5,
         ),
         Claim.compare(
             "premise_zero_shot_headroom",
-            "premise: the zero-shot auditor misses some planted bugs (share found < 1)",
-            rows, key("zero-shot", "bugs_found"), "lt", 1.0,
+            "premise: on most seeds the zero-shot auditor misses at least one planted bug "
+            "(share of seeds > 0.5)",
+            rows, key("zero-shot", "seeds_missing_a_bug"), "gt", 0.5,
         ),
-    ]
+    ]  # fmt: skip
     claims = [
         *premises,
         Claim.compare(

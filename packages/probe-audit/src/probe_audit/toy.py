@@ -196,9 +196,10 @@ def build_auditor_tokenizer(texts: Sequence[str], model_max_length: int = 512) -
     import re
     from collections import Counter
 
-    from paperstack import tiny
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
+
+    from paperstack import tiny
 
     specials = (tiny.PAD, tiny.BOS, tiny.EOS, tiny.UNK, tiny.SYSTEM, tiny.USER, tiny.ASSISTANT)
     pattern = re.compile(PIECES)
@@ -270,6 +271,7 @@ def pretrained_auditor(
     import tempfile
 
     from filelock import FileLock
+
     from paperstack import tiny
 
     if steps < 1:
@@ -295,8 +297,9 @@ def _train_into(folder: Path, steps: int, seed: int, progress: bool) -> None:
     import os
 
     import torch
-    from paperstack import tiny
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    from paperstack import tiny
 
     task = AuditorCorpus(code_digest())
     # The same examples tiny.train draws (so the memoised corpus is played once).
