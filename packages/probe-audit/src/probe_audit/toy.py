@@ -305,18 +305,12 @@ def _train_into(folder: Path, steps: int, seed: int, progress: bool) -> None:
     # The same examples tiny.train draws (so the memoised corpus is played once).
     pool = min(steps * AUDITOR_BATCH, 200_000)
     tokenizer = build_auditor_tokenizer(_corpus_texts(task, pool, seed))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **AUDITOR_CONFIG,
-    )
-    with torch.random.fork_rng(devices=[]):
+    special = {k: getattr(tokenizer, k) for k in ("pad_token_id", "eos_token_id", "bos_token_id")}
+    config = LlamaConfig(vocab_size=len(tokenizer), **special, **AUDITOR_CONFIG)
+    with torch.random.fork_rng(devices=[]):  # the same weights for the same seed, always
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-    for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
-        setattr(model.generation_config, key, getattr(tokenizer, key))
+    model.generation_config.update(**special)
     stats = tiny.train(
         model, tokenizer, [task], steps, seed=seed, batch_size=AUDITOR_BATCH, lr=AUDITOR_LR,
         progress=progress,
