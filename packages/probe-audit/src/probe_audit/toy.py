@@ -1,6 +1,6 @@
 """The toy world's auditor: a small model that writes user turns.
 
-- The **auditor** is a tiny Llama (about 60k parameters: 2 layers of width 64) with a
+- The **auditor** is a tiny Llama (101,760 parameters: 2 layers of width 64) with a
   *word-level* tokenizer, pre-trained on the user side of dialogues between
   :class:`~probe_audit.strategies.RealisticUser` and the bug-free rule agents of both domains
   (:class:`AuditorCorpus`): a user-simulator corpus generated from the scenarios. It knows how
