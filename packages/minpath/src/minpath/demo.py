@@ -419,6 +419,12 @@ def premise_note(claims: Sequence[Claim]) -> str:
     premise = claims[0]
     if premise.verdict == "held":
         return "The premise holds: the raw-trace model solves the task, so the claims count."
+    if premise.verdict == "inconclusive":
+        return (
+            "**The premise is not established (inconclusive): the raw-trace model's accuracy "
+            f"is not clearly above {PREMISE_ACCURACY:.0%}, so every method claim is "
+            "inconclusive.**"
+        )
     return (
         f"**The premise does not hold ({premise.verdict}): the raw-trace model does not solve "
         "the task here, so every method claim is inconclusive.**"
