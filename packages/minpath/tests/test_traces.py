@@ -30,6 +30,27 @@ def test_gold_minimal_path_is_the_tasks_gold_solution_and_verifies():
         assert len(t.cot) >= len(t.minimal)  # a few problems get no verbosity at all
 
 
+def test_state_lines_restate_the_expression_left_and_minpath_drops_them():
+    from minpath.traces import TraceStyle
+
+    for t in verbose_traces(60, seed=5):
+        states = [line for line in t.lines if line.startswith("That leaves ")]
+        # the expression after each gold reduction but the last, in order
+        tokens, want = list(t.example.meta["tokens"]), []
+        for step in t.example.meta["steps"][:-1]:
+            left, value = step.split("=")
+            for k in range(1, len(tokens), 2):
+                if f"{tokens[k - 1]}{tokens[k]}{tokens[k + 1]}" == left:
+                    tokens[k - 1 : k + 2] = [int(value)]
+                    break
+            want.append(f"That leaves {''.join(map(str, tokens))}.")
+        assert states == want
+        assert all(t.types[t.lines.index(s)] == "restatement" for s in states)
+        assert "That leaves" not in compress(t.question, t.cot, gold_answer=t.value).text
+    quiet = verbose_traces(20, seed=5, style=TraceStyle(state=0.0))
+    assert not any("That leaves" in t.cot for t in quiet)
+
+
 def test_extraction_recovers_the_gold_graphs_on_most_traces():
     traces = verbose_traces(200, seed=1)
     comp = compress_traces(traces, TASK)

@@ -24,7 +24,7 @@ from minpath.graph import (
 )
 from minpath.traces import GoldTrace, Record, TraceStyle, load_jsonl, verbose_traces
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Compression",

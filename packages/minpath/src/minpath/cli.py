@@ -60,7 +60,7 @@ def _configured(run: Run) -> Any:
     return dataclasses.replace(config, **{k: v for k, v in changes.items() if v is not None})
 
 
-@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=3, model=MODEL_HELP, devices=("cpu",))
+@cli.demo(arguments=_demo_arguments, seeds=5, quick_seeds=3, model=MODEL_HELP, devices=("cpu",))
 def demo(run: Run) -> Report:
     """MinPath against raw-trace SFT and five compression baselines (see :mod:`minpath.demo`)."""
     _threads()
@@ -93,12 +93,15 @@ def demo(run: Run) -> Report:
         + (run.model or f"{config.preset} preset trained on the core arithmetic, then made a "
            f"verbose reasoner by {config.reasoner_steps} SFT steps on verbose CoTs")
         + f" ({config.min_ops}-{config.max_ops} operations). Per seed "
-        f"({', '.join(map(str, run.seeds))}): {config.train} verbose CoTs with distractors, "
-        "redundant checks and backtracking; MinPath compresses them (rule typer, derivability "
+        f"({', '.join(map(str, run.seeds))}): {config.train} verbose CoTs that restate the "
+        "expression above each reduction, with distractors, redundant checks and "
+        "backtracking; MinPath compresses them (rule typer, derivability "
         "checked by the task's step verifier, fallback to the original counted); the baselines "
         f"compress to the same token ratio (per seed: {ratios}). Each trained system is trl "
         f"SFT from the same base for {config.steps} steps of {config.batch_size} "
-        f"(lr {config.learning_rate:g}); length-budget decodes the raw model within the "
+        f"(lr per system, chosen on validation seed 99: "
+        f"{', '.join(f'{k} {v:g}' for k, v in config.learning_rates)}); length-budget "
+        "decodes the raw model within the "
         f"matched budget. Evaluation: {config.test} held-out problems, greedy. Rows of split "
         "`seeds` are per seed (paired by seed); tokens are the toy tokenizer's (one per "
         "character). Toy scale on a shared 2-core CPU. " + d.premise_note(claims)
@@ -141,11 +144,11 @@ def bench(run: Run) -> Report:
     base = d.base_path(config, run.model)
     comp = d.compress_traces(verbose_traces(config.train, seed=run.seed, task=config.task),
                              config.task)  # fmt: skip
-    settings = SFTSettings(steps=config.steps, batch_size=config.batch_size,
-                           learning_rate=config.learning_rate, seed=run.seed,
-                           device=run.device)  # fmt: skip
     models = {}
     for name, texts in (("raw", [t.cot for t in comp.traces]), ("minpath", comp.minpath)):
+        settings = SFTSettings(steps=config.steps, batch_size=config.batch_size,
+                               learning_rate=config.learning_rate(name), seed=run.seed,
+                               device=run.device)  # fmt: skip
         model, tok = tiny.load(base)
         model.to(run.device)  # type: ignore[arg-type]
         sft(model, tok, list(zip(d.prompts_of(comp.traces), texts, strict=True)), settings)
