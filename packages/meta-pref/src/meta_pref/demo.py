@@ -213,6 +213,7 @@ def run_seed(
                 model, result = adapt_reward_model(copy.deepcopy(init), tok, train, rm_settings)
                 put("rm_accuracy", split(target, n), system, reward_accuracy(model, tok, test))
                 put("rm_adapt_steps", split(target, n), system, float(result.steps))
+                put("rm_kept_step", split(target, n), system, float(result.best_step))
             advance()
         if target not in config.dpo_targets:
             continue
@@ -233,6 +234,7 @@ def run_seed(
                 wins = win_rate(policy, ref, tok, prompts, judge, seed)
                 put("dpo_winrate", split(target, n), system, mean(wins.values()))
                 put("dpo_adapt_steps", split(target, n), system, float(result.steps))
+                put("dpo_kept_step", split(target, n), system, float(result.best_step))
             advance()
     for name, seconds in inits["seconds"].items():
         put("init_seconds", "seeds", name, seconds)
@@ -252,7 +254,7 @@ def rows_for(per_seed: dict[int, dict[str, dict[str, float]]]) -> list[Row]:
     rows = []
     for key, systems in keys.items():
         metric, where = key.split("|")
-        unit = "s" if metric == "init_seconds" else "steps" if "steps" in metric else None
+        unit = "s" if metric == "init_seconds" else "steps" if "step" in metric else None
         for system in systems:
             values = {s: per_seed[s][key][system] for s in seeds}
             rows.append(Row.from_seeds(system, metric, values, split=where, unit=unit))
