@@ -56,3 +56,15 @@ def test_patience_stops_training_early(world, tok):
     epochs_run = len(result.validation) - 1
     assert epochs_run < rule.epochs  # stopped at the first epoch without improvement
     assert result.steps < rule.steps(len(pairs))
+
+
+def test_simulated_rule_keeps_the_first_best_held_out_epoch_within_its_budget():
+    from meta_pref.tune import simulate_rule
+
+    curve = [
+        {"epoch": e, "step": 10 * e, "val_loss": v, "test_accuracy": a}
+        for e, (v, a) in enumerate([(0.7, 0.5), (0.6, 0.55), (0.65, 0.5), (0.66, 0.5), (0.5, 0.8)])
+    ]
+    assert simulate_rule(curve, epochs=4, patience=None)["kept_epoch"] == 4
+    assert simulate_rule(curve, epochs=3, patience=None)["test_accuracy"] == 0.55
+    assert simulate_rule(curve, epochs=4, patience=2)["kept_epoch"] == 1  # stopped at epoch 3
