@@ -335,18 +335,30 @@ def config_dict(config: DemoConfig) -> dict[str, Any]:
 
 
 def premise_note(claims: Sequence[Claim]) -> str:
-    missing = [c.id for c in claims if c.id.startswith("premise_") and not c.held]
+    premises = [c for c in claims if c.id.startswith("premise_")]
+    missing = [c.id for c in premises if not c.held]
     if not missing:
         return "Both premises held: target-only training has headroom at 100 pairs."
+    held = [c.id for c in premises if c.held]
+    gated = [c.id for c in claims if set(c.requires or ()) & set(missing)]
     return (
-        "Premise not established (" + ", ".join(missing) + "): without headroom at 100 target "
-        "pairs an initialisation has nothing to add, so the claims resting on it are "
-        "inconclusive whatever their intervals say."
+        (f"Premise held: {', '.join(held)}. " if held else "")
+        + "Premise not established ("
+        + ", ".join(missing)
+        + "): without headroom at 100 target pairs an initialisation has nothing to add, so "
+        + "the claims resting on it ("
+        + (", ".join(gated) or "none")
+        + ") are inconclusive whatever their intervals say."
     )
 
 
 def intro(config: DemoConfig, seeds: Sequence[int], quick: bool, claims: Sequence[Claim]) -> str:
     meta, rm = config.meta, config.rm_adapt
+    stop = (
+        f", early stop after {rm.patience} epochs without improvement."
+        if rm.patience
+        else " (no early termination)."
+    )
     text = (
         (
             "**--quick smoke run: a few steps of everything; nothing is measured here, read the "
@@ -365,7 +377,7 @@ def intro(config: DemoConfig, seeds: Sequence[int], quick: bool, claims: Sequenc
         f"(RewardTrainer / DPOTrainer, β={config.beta:g}) under the same budget rule: "
         f"{rm.val_fraction:.0%} of the n target pairs held out for validation, up to "
         f"{rm.epochs} epochs over the rest (steps grow with n), the state with the best "
-        f"held-out loss kept, early stop after {rm.patience} epochs without improvement. "
+        f"held-out loss kept{stop} "
         f"At {', '.join(config.reduced_targets) or 'no target'}, only target-only runs at "
         f"{max(config.sizes)} pairs (the premise's arm; CPU budget). DPO budgets: "
         f"{', '.join(map(str, config.dpo_sizes))} pairs at "
