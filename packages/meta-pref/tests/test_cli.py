@@ -20,6 +20,7 @@ CLAIMS = [
     "meta_dpo_winrate_beats_joint_at_100",
     "gap_closes_with_data",
     "holds_at_far_distance",
+    "meta_dpo_holds_at_far_distance",
 ]
 
 
@@ -61,7 +62,12 @@ def test_demo_quick_writes_the_issues_claims_from_per_seed_rows(quick_run):
             assert sorted(row.seeds) == ["0", "1"]  # per-seed values: claims are paired
             assert 0.0 <= row.value <= 1.0
         assert results.row(system, "dpo_winrate", "near/100").seeds
+        assert results.row(system, "dpo_winrate", "far/100").seeds
         assert results.row(system, "rm_accuracy", "far/100").seeds
+        assert results.row(system, "rm_adapt_steps", "near/1000").value >= 1
+    # far/1000 runs only the premise's arm (CPU budget)
+    assert results.row("target-only", "rm_accuracy", "far/1000").seeds
+    assert not [r for r in results.rows if r.system == "meta" and r.split == "far/1000"]
     assert results.row("zero-shot", "rm_accuracy", "near/0").seeds
     assert results.row("meta-joint", "rm_accuracy_gap", "near/1000").seeds
     report = (quick_run / "report.md").read_text()

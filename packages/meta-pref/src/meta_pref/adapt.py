@@ -1,6 +1,8 @@
 """Adaptation from an initialisation with trl's trainers, and the two evaluations.
 
 - :func:`adapt_reward_model`: trl's ``RewardTrainer`` (Bradley-Terry) on the target's pairs.
+- Both share the budget rule of :class:`AdaptSettings`: epochs over the target's pairs (so
+  steps grow with the data) with early stopping on a held-out validation split of them.
 - :func:`adapt_policy`: trl's ``DPOTrainer`` (sigmoid DPO, β) on the target's pairs with the
   reference policy π_ref as ``ref_model``.
 - :func:`reward_accuracy`: the share of held-out pairs a reward model orders right.
@@ -23,14 +25,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from meta_pref.data import PreferencePair, check_pairs
 from meta_pref.errors import MetaPrefError
-from meta_pref.models import collate_rewards, encode_rewards
+from meta_pref.loss import bradley_terry_loss, dpo_loss, sequence_logps
+from meta_pref.models import (
+    add_reference_logps,
+    collate_policy,
+    collate_rewards,
+    encode_policy,
+    encode_rewards,
+)
 from meta_pref.world import SEP
 
 __all__ = [
+    "AdaptResult",
     "AdaptSettings",
     "adapt_policy",
     "adapt_reward_model",
@@ -42,27 +52,114 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AdaptSettings:
-    """trl settings of target adaptation. Steps grow with the data: ``epochs`` passes over the
-    pairs, at least ``min_steps`` and at most ``max_steps`` optimizer steps."""
+    """trl settings of target adaptation and the budget rule every system shares.
 
-    learning_rate: float = 1e-3
-    batch_size: int = 16
-    epochs: int = 4
-    min_steps: int = 20
-    max_steps: int = 80
+    The budget rule (fixed on the validation seed before the reported run, the same for meta,
+    joint and target-only): a ``val_fraction`` of the target's n pairs (at least one) is held
+    out as a validation split; trl trains on the rest for ``epochs`` passes, so the number of
+    steps grows with the data (``epochs * ceil(n_train / batch_size)``, at most ``max_steps``
+    when set, for smoke runs); the held-out loss is measured before training and after every
+    epoch, the best state is kept (retrospective early stopping), and with ``patience`` set,
+    training also stops once that many epochs in a row did not improve it. So more target
+    data can always be used, and an initialisation that adaptation would only spoil is kept
+    as it was. The demo's values (batch 32, lr 2e-3, 24 epochs, no patience) were chosen on
+    validation seeds from target-only learning curves alone (``meta-pref headroom``).
+    """
+
+    learning_rate: float = 2e-3
+    batch_size: int = 32
+    epochs: int = 24
+    val_fraction: float = 0.2
+    patience: int | None = None
+    max_steps: int | None = None
     beta: float = 0.1
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise MetaPrefError(f"val_fraction={self.val_fraction}: must be in [0, 1)")
+        for name in ("batch_size", "epochs", "patience"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise MetaPrefError(f"{name}={value}: must be >= 1")
+
+    def split(self, pairs: Sequence[PreferencePair]) -> tuple[list, list]:
+        """(train, validation): the last ``val_fraction`` of ``pairs`` (at least one pair when
+        the fraction is not 0 and two or more pairs are given) is the validation split."""
+        pairs = list(pairs)
+        held = 0 if self.val_fraction == 0 or len(pairs) < 2 else max(
+            1, round(self.val_fraction * len(pairs)))  # fmt: skip
+        return pairs[: len(pairs) - held], pairs[len(pairs) - held :]
+
     def steps(self, n_pairs: int) -> int:
-        wanted = self.epochs * math.ceil(n_pairs / self.batch_size)
-        return max(self.min_steps, min(self.max_steps, wanted))
+        """The most optimizer steps on ``n_pairs`` target pairs (before the validation split
+        is taken off)."""
+        n_train = len(self.split([None] * n_pairs)[0])  # type: ignore[list-item]
+        wanted = self.epochs * math.ceil(n_train / self.batch_size)
+        return wanted if self.max_steps is None else min(self.max_steps, wanted)
 
 
-def _common_args(settings: AdaptSettings, n_pairs: int, out: str) -> dict[str, Any]:
+class _BestOnValidation(TrainerCallback):
+    """Early stopping inside trl's loop: score the model on the validation split before
+    training and after each epoch, keep the best state, stop after ``patience`` epochs
+    without improvement; :meth:`restore` loads the best state back at the end."""
+
+    def __init__(
+        self, model: torch.nn.Module, score: Callable[[], float], patience: int | None
+    ) -> None:
+        self.model, self.score, self.patience = model, score, patience
+        self.best = math.inf
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_step = 0
+        self.bad = 0
+        self.history: list[tuple[int, float]] = []
+
+    def _check(self, step: int) -> bool:
+        if self.history and self.history[-1][0] == step:
+            return False
+        was_training = self.model.training
+        value = self.score()
+        self.model.train(was_training)
+        self.history.append((step, value))
+        if value < self.best - 1e-6:
+            self.best, self.best_step, self.bad = value, step, 0
+            self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            return False
+        self.bad += 1
+        return self.patience is not None and self.bad >= self.patience
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._check(0)
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._check(state.global_step):
+            control.should_training_stop = True
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._check(state.global_step)
+
+    def restore(self) -> None:
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+
+
+@dataclass
+class AdaptResult:
+    """What one adaptation run did: trl's logged training loss, the validation loss after
+    each epoch ``(step, loss)``, the step whose state was kept and the steps trained."""
+
+    losses: list[float]
+    validation: list[tuple[int, float]]
+    best_step: int
+    steps: int
+
+
+def _common_args(settings: AdaptSettings, n_train: int, out: str) -> dict[str, Any]:
     return {
         "output_dir": out,
-        "max_steps": settings.steps(n_pairs),
-        "per_device_train_batch_size": min(settings.batch_size, n_pairs),
+        "num_train_epochs": settings.epochs,
+        "max_steps": -1 if settings.max_steps is None else settings.max_steps,
+        "per_device_train_batch_size": min(settings.batch_size, n_train),
         "learning_rate": settings.learning_rate,
         "lr_scheduler_type": "constant",
         "warmup_steps": 0,
@@ -103,19 +200,33 @@ def _need_pairs(pairs: Sequence[PreferencePair], what: str) -> list[PreferencePa
     return pairs
 
 
+@torch.no_grad()
+def reward_validation_loss(
+    model: PreTrainedModel, tok: PreTrainedTokenizerBase, pairs: Sequence[PreferencePair]
+) -> float:
+    """The Bradley-Terry loss of ``model`` on ``pairs`` (the early-stopping score)."""
+    model.eval()
+    batch = collate_rewards(encode_rewards(tok, pairs), tok.pad_token_id)
+    chosen, rejected = model(**batch).logits.squeeze(-1).chunk(2)
+    return float(bradley_terry_loss(chosen, rejected))
+
+
 def adapt_reward_model(
     model: PreTrainedModel,
     tok: PreTrainedTokenizerBase,
     pairs: Sequence[PreferencePair],
     settings: AdaptSettings = AdaptSettings(),
-) -> tuple[PreTrainedModel, list[float]]:
-    """Fine-tune a reward model on ``pairs`` with trl's ``RewardTrainer``; returns the model
-    and trl's logged training loss."""
+) -> tuple[PreTrainedModel, AdaptResult]:
+    """Fine-tune a reward model on ``pairs`` with trl's ``RewardTrainer`` under the budget
+    rule of :class:`AdaptSettings` (early stopping on the Bradley-Terry loss of the held-out
+    split); returns the model (its best state) and what the run did."""
     from trl import RewardConfig, RewardTrainer
 
     pairs = _need_pairs(pairs, "reward adaptation pairs")
-    return _train(RewardTrainer, RewardConfig, model, {}, encode_rewards(tok, pairs), tok,
-                  settings)  # fmt: skip
+    train, val = settings.split(pairs)
+    score = (lambda: reward_validation_loss(model, tok, val)) if val else None
+    return _train(RewardTrainer, RewardConfig, model, {}, encode_rewards(tok, train), tok,
+                  settings, score)  # fmt: skip
 
 
 def _train(
@@ -126,9 +237,11 @@ def _train(
     rows: list[dict[str, Any]],
     tok: PreTrainedTokenizerBase,
     settings: AdaptSettings,
-) -> tuple[PreTrainedModel, list[float]]:
+    score: Callable[[], float] | None,
+) -> tuple[PreTrainedModel, AdaptResult]:
     """One trl training run in a throw-away output folder; ``extra`` holds the config fields
-    and trainer arguments one trainer has and the other does not."""
+    and trainer arguments one trainer has and the other does not; ``score`` (lower is better)
+    drives early stopping when given."""
     config_extra = {k: v for k, v in extra.items() if k != "ref_model"}
     trainer_extra = {k: v for k, v in extra.items() if k == "ref_model"}
     with tempfile.TemporaryDirectory(prefix="meta-pref-") as out:
@@ -137,9 +250,20 @@ def _train(
         trainer = trainer_cls(model=model, args=args, train_dataset=_dataset(rows),
                               processing_class=tok, **trainer_extra)  # fmt: skip
         _quiet(trainer)
+        best = None if score is None else _BestOnValidation(model, score, settings.patience)
+        if best is not None:
+            trainer.add_callback(best)
         trainer.train()
+    steps = int(trainer.state.global_step)
+    if best is not None:
+        best.restore()
     model.eval()
-    return model, _losses(trainer)
+    return model, AdaptResult(
+        losses=_losses(trainer),
+        validation=[] if best is None else best.history,
+        best_step=steps if best is None else best.best_step,
+        steps=steps,
+    )
 
 
 def dpo_texts(
@@ -154,19 +278,47 @@ def dpo_texts(
     ]
 
 
+def dpo_validation_score(
+    model: PreTrainedModel,
+    ref: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    pairs: Sequence[PreferencePair],
+    beta: float,
+) -> Callable[[], float]:
+    """The DPO loss (β) of ``model`` against ``ref`` on ``pairs``, as a function of the model's
+    current state (π_ref's log-probabilities are computed once)."""
+    rows = add_reference_logps(ref, encode_policy(tok, pairs), tok.pad_token_id)
+    batch = collate_policy(rows, tok.pad_token_id)
+
+    @torch.no_grad()
+    def score() -> float:
+        model.eval()
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        chosen, rejected = sequence_logps(logits, batch["input_ids"],
+                                          batch["completion_mask"]).chunk(2)  # fmt: skip
+        return float(dpo_loss(chosen, rejected, batch["ref_chosen_logps"],
+                              batch["ref_rejected_logps"], beta))  # fmt: skip
+
+    return score
+
+
 def adapt_policy(
     model: PreTrainedModel,
     ref: PreTrainedModel,
     tok: PreTrainedTokenizerBase,
     pairs: Sequence[PreferencePair],
     settings: AdaptSettings = AdaptSettings(),
-) -> tuple[PreTrainedModel, list[float]]:
-    """DPO on ``pairs`` with trl's ``DPOTrainer`` from ``model`` against ``ref`` (π_ref)."""
+) -> tuple[PreTrainedModel, AdaptResult]:
+    """DPO on ``pairs`` with trl's ``DPOTrainer`` from ``model`` against ``ref`` (π_ref), under
+    the budget rule of :class:`AdaptSettings` (early stopping on the held-out DPO loss)."""
     from trl import DPOConfig, DPOTrainer
 
     pairs = _need_pairs(pairs, "DPO adaptation pairs")
+    train, val = settings.split(pairs)
+    score = dpo_validation_score(model, ref, tok, val, settings.beta) if val else None
     extra = {"beta": settings.beta, "ref_model": ref}
-    return _train(DPOTrainer, DPOConfig, model, extra, dpo_texts(tok, pairs), tok, settings)
+    return _train(DPOTrainer, DPOConfig, model, extra, dpo_texts(tok, train), tok, settings,
+                  score)  # fmt: skip
 
 
 @torch.no_grad()

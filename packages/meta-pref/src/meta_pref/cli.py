@@ -10,6 +10,9 @@
   of the same batch size (a ratio paired per repeat), in ``DIR/bench.json``.
 - ``meta-pref tune --out DIR``: the validation-seed search of the inner learning rate and
   steps on the validation language (how the demo's defaults were chosen).
+- ``meta-pref headroom --out DIR``: the premise measured on validation seeds: target-only
+  reward accuracy by epoch at 25/100/1000 pairs, and what each candidate adaptation budget
+  rule would keep (how the demo's budget rule was chosen).
 - ``meta-pref pairs --out FILE``: the world's pairs of some languages as JSONL.
 
 The common flags and flow come from :class:`paperstack.contract.ContractCLI`. Heavy imports
@@ -76,7 +79,8 @@ def _configured(run: Run) -> Any:
     config = QUICK if run.quick else FULL
     if run.args.sizes is not None:
         sizes = tuple(sorted(set(run.args.sizes)))
-        config = dataclasses.replace(config, sizes=sizes)
+        dpo_sizes = tuple(n for n in sizes if n == 100) or (min(sizes),)
+        config = dataclasses.replace(config, sizes=sizes, dpo_sizes=dpo_sizes)
     if run.args.algorithm is not None:
         config = dataclasses.replace(
             config,
@@ -120,7 +124,7 @@ def demo(run: Run) -> Report:
 def dataclasses_replace_targets(config: Any, target: str) -> Any:
     import dataclasses
 
-    return dataclasses.replace(config, targets=(target,), dpo_targets=(target,))
+    return dataclasses.replace(config, targets=(target,), dpo_targets=(target,), reduced_targets=())
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
@@ -153,6 +157,27 @@ def tune_command(args: argparse.Namespace) -> int:
     from meta_pref.tune import tune
 
     print(tune(args.out, seed=args.seed))
+    return 0
+
+
+def _headroom_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, required=True, help="folder for headroom.json")
+    p.add_argument("--seeds", type=positive_int_list, default=[98, 99],
+                   help="validation seeds (default 98,99; never a reported seed)")  # fmt: skip
+    p.add_argument("--max-epochs", type=positive_int, default=24,
+                   help="epochs recorded per run (default 24)")  # fmt: skip
+
+
+@cli.command("headroom", "the premise on validation seeds: target-only accuracy by epoch and "
+             "pairs, and what each candidate budget rule keeps", _headroom_arguments)  # fmt: skip
+def headroom_command(args: argparse.Namespace) -> int:
+    _threads()
+    import json
+
+    from meta_pref.tune import headroom
+
+    report = headroom(args.out, seeds=tuple(args.seeds), max_epochs=args.max_epochs)
+    print(json.dumps(report["rules"]))
     return 0
 
 

@@ -22,6 +22,7 @@ from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
     LlamaForSequenceClassification,
+    PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
@@ -171,7 +172,7 @@ def collate_policy(rows: Sequence[dict[str, Any]], pad_id: int) -> dict[str, tor
 
 @torch.no_grad()
 def add_reference_logps(
-    ref: LlamaForCausalLM, rows: list[dict[str, Any]], pad_id: int, batch: int = 256
+    ref: PreTrainedModel, rows: list[dict[str, Any]], pad_id: int, batch: int = 256
 ) -> list[dict[str, Any]]:
     """Each DPO row with π_ref's summed log-probabilities of its chosen and rejected response."""
     from meta_pref.loss import sequence_logps

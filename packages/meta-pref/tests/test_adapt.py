@@ -1,0 +1,70 @@
+"""The adaptation budget rule every system shares: a held-out validation split of the target's
+pairs, epochs over the rest (steps grow with the data), the best held-out state kept, early
+stopping."""
+
+import copy
+
+import pytest
+import torch
+from meta_pref.adapt import AdaptSettings, adapt_reward_model, reward_validation_loss
+from meta_pref.errors import MetaPrefError
+from meta_pref.models import reward_model
+
+
+def test_steps_grow_with_the_data_and_the_split_holds_out_a_fraction():
+    rule = AdaptSettings(batch_size=16, epochs=12, val_fraction=0.2)
+    train, val = rule.split(list(range(1000)))
+    assert (len(train), len(val)) == (800, 200)
+    assert rule.split(list(range(25)))[1] == list(range(20, 25))
+    assert rule.steps(1000) == 12 * 50
+    assert rule.steps(100) == 12 * 5
+    assert rule.steps(1000) > rule.steps(100) > rule.steps(25)
+    assert AdaptSettings(max_steps=8).steps(1000) == 8
+    assert AdaptSettings(val_fraction=0.0).split([1, 2, 3]) == ([1, 2, 3], [])
+
+
+def test_impossible_settings_are_one_error():
+    with pytest.raises(MetaPrefError, match="val_fraction"):
+        AdaptSettings(val_fraction=1.0)
+    with pytest.raises(MetaPrefError, match="epochs"):
+        AdaptSettings(epochs=0)
+    with pytest.raises(MetaPrefError, match="patience=0"):
+        AdaptSettings(patience=0)
+
+
+def test_early_stopping_keeps_the_best_held_out_state(world, tok):
+    pairs = world.pairs("near", 60, seed=3)
+    # a learning rate that wrecks the model: the kept state must be the best one seen
+    rule = AdaptSettings(learning_rate=0.5, epochs=6, patience=2, seed=0)
+    start = reward_model(tok, seed=0)
+    _, val = rule.split(pairs)
+    model, result = adapt_reward_model(copy.deepcopy(start), tok, pairs, rule)
+    losses = dict(result.validation)
+    assert result.validation[0][0] == 0  # scored before training
+    assert min(losses.values()) == pytest.approx(losses[result.best_step])
+    assert reward_validation_loss(model, tok, val) == pytest.approx(losses[result.best_step])
+    assert result.steps <= rule.steps(len(pairs))
+    if result.best_step == 0:
+        for a, b in zip(model.state_dict().values(), start.state_dict().values(), strict=True):
+            assert torch.equal(a, b)
+
+
+def test_patience_stops_training_early(world, tok):
+    pairs = world.pairs("near", 60, seed=3)
+    rule = AdaptSettings(learning_rate=0.5, epochs=40, patience=1, seed=0)
+    _, result = adapt_reward_model(reward_model(tok, seed=0), tok, pairs, rule)
+    epochs_run = len(result.validation) - 1
+    assert epochs_run < rule.epochs  # stopped at the first epoch without improvement
+    assert result.steps < rule.steps(len(pairs))
+
+
+def test_simulated_rule_keeps_the_first_best_held_out_epoch_within_its_budget():
+    from meta_pref.tune import simulate_rule
+
+    curve = [
+        {"epoch": e, "step": 10 * e, "val_loss": v, "test_accuracy": a}
+        for e, (v, a) in enumerate([(0.7, 0.5), (0.6, 0.55), (0.65, 0.5), (0.66, 0.5), (0.5, 0.8)])
+    ]
+    assert simulate_rule(curve, epochs=4, patience=None)["kept_epoch"] == 4
+    assert simulate_rule(curve, epochs=3, patience=None)["test_accuracy"] == 0.55
+    assert simulate_rule(curve, epochs=4, patience=2)["kept_epoch"] == 1  # stopped at epoch 3
