@@ -331,7 +331,8 @@ def test_user_jsonl_names_file_and_line(tmp_path: Path) -> None:
         pass
 
     data = tmp_path / "pairs.jsonl"
-    data.write_bytes(b'{"a": 1}\n\n  \n{"b": "\xc3\xa9"}')  # blank lines, no final newline
+    # a UTF-8 byte-order mark, blank lines, no final newline
+    data.write_bytes(b'\xef\xbb\xbf{"a": 1}\n\n  \n{"b": "\xc3\xa9"}')
     assert list(iter_user_jsonl(data)) == [
         (f"{data}: line 1", {"a": 1}),
         (f"{data}: line 4", {"b": "\u00e9"}),
@@ -339,7 +340,8 @@ def test_user_jsonl_names_file_and_line(tmp_path: Path) -> None:
     cases = [
         (b'{"a": 1}\nnot json\n', "line 2: not JSON"),
         (b'{"a": 1}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
-        (b'{"a": "caf\xe9"}\n', r"line 1: not UTF-8 text \(byte 0xe9 at column 11\)"),
+        (b'{"a": "caf\xe9"}\n', r"line 1: not UTF-8 text \(byte 0xe9 at column 11; save"),
+        ('{"a": 1}\n'.encode("utf-16"), "is UTF-16 encoded; expected a JSONL file in UTF-8"),
         (b'{"a": 1', "line 1: not JSON"),  # a truncated last line is an error, not skipped
     ]
     for body, message in cases:

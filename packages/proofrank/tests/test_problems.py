@@ -69,5 +69,5 @@ def test_wrong_encodings_directories_and_missing_files(tmp_path):
         load_problems(tmp_path / "missing.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    with pytest.raises(ProofRankError, match="line 1: invalid JSON"):
+    with pytest.raises(ProofRankError, match="line 1: not JSON"):
         load_problems(bad)

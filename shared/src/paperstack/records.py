@@ -319,8 +319,9 @@ def iter_user_jsonl(
     way these do. Unlike :func:`iter_jsonl` (our own append-only logs, where a missing final
     newline means a killed writer) a hand-written file may end without a newline. Every failure
     is one ``error`` (a package passes its own error class) naming the file and, where there is
-    one, the line: a directory, a missing or unreadable file, a line that is not UTF-8 (with the
-    byte and column), not JSON, or not a JSON object.
+    one, the line: a directory, a missing or unreadable file, a UTF-16 file, a line that is not
+    UTF-8 (with the byte and column), not JSON, or not a JSON object. A UTF-8 byte-order mark
+    is accepted.
     """
     p = Path(path)
     if p.is_dir():
@@ -331,13 +332,18 @@ def iter_user_jsonl(
         raise error(f"{p}: no such file") from None
     except OSError as exc:
         raise error(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, as some editors write
+        raw = raw[3:]
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise error(f"{p}: is UTF-16 encoded; expected {what} in UTF-8 (save it as UTF-8)")
     for number, line in enumerate(raw.split(b"\n"), start=1):
         where = f"{p}: line {number}"
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise error(
-                f"{where}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column {exc.start + 1})"
+                f"{where}: not UTF-8 text (byte 0x{line[exc.start]:02x} at column "
+                f"{exc.start + 1}; save the file as UTF-8)"
             ) from None
         if not text.strip():
             continue

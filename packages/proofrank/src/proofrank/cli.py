@@ -267,16 +267,16 @@ def _score_arguments(p: argparse.ArgumentParser) -> None:
 def score(args: argparse.Namespace) -> int:
     """Every proof of ``--proofs`` judged and scored: one JSON line per proof in
     ``OUT/scores.jsonl`` (judge failures recorded there and counted, never scored)."""
-    from paperstack.records import atomic_write
+    from paperstack.records import atomic_write, iter_user_jsonl
     from proofrank.errors import ProofRankError
     from proofrank.judges import JudgeRequest, RuleJudge
-    from proofrank.problems import load_problems, read_jsonl_utf8, shipped_problems
+    from proofrank.problems import load_problems, shipped_problems
     from proofrank.scoring import score_proof
 
     problems = load_problems(args.problems) if args.problems else shipped_problems()
     requests = []
-    for number, obj in read_jsonl_utf8(args.proofs, "a proofs file"):
-        where = f"{args.proofs}: line {number}"
+    lines = iter_user_jsonl(args.proofs, what="a proofs file (JSONL)", error=ProofRankError)
+    for where, obj in lines:
         pid, proof = obj.get("problem_id"), obj.get("proof")
         if not isinstance(pid, str) or not isinstance(proof, str):
             raise ProofRankError(f"{where}: needs string fields 'problem_id' and 'proof'")

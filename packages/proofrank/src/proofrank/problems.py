@@ -28,11 +28,9 @@ problem, $p^2 - 1$ divisible by 24...) with proofs in three styles where the pro
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -48,7 +46,6 @@ __all__ = [
     "ProblemSet",
     "Reference",
     "load_problems",
-    "read_jsonl_utf8",
     "shipped_problems",
 ]
 
@@ -195,47 +192,6 @@ class ProblemSet(Sequence[Problem]):
         return [p.id for p in self.problems]
 
 
-def read_jsonl_utf8(path: str | os.PathLike[str], what: str) -> Iterator[tuple[int, dict]]:  # type: ignore[type-arg]
-    """``(line number, object)`` for each non-empty line of a UTF-8 JSONL file.
-
-    A file in another encoding is one error naming the line and the byte, with the fix (save
-    it as UTF-8); a directory, a missing file, a line that is not a JSON object: one line each.
-    A UTF-8 byte-order mark at the start is accepted.
-    """
-    p = Path(path)
-    if p.is_dir():
-        raise ProofRankError(f"{p}: is a directory; {what} must be a JSONL file")
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ProofRankError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise ProofRankError(f"{p}: cannot read ({exc.strerror})") from None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ProofRankError(f"{p}: is UTF-16 encoded; {what} must be UTF-8 (save it as UTF-8)")
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ProofRankError(
-                f"{p}: line {number}: not UTF-8 text (byte {exc.start + 1} is "
-                f"0x{line[exc.start]:02x}); {what} must be UTF-8 (save it as UTF-8)"
-            ) from None
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProofRankError(f"{p}: line {number}: invalid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise ProofRankError(
-                f"{p}: line {number}: expected a JSON object, got {type(obj).__name__}"
-            )
-        yield number, obj
-
-
 def _field_path(loc: Sequence[int | str]) -> str:
     out = ""
     for part in loc:
@@ -265,10 +221,10 @@ def load_problems(
 
     Every error is one line naming the file, the line, the problem id and the field.
     """
-    problems = [
-        _problem(obj, f"{path}: line {number}", taxonomy)
-        for number, obj in read_jsonl_utf8(path, "a problem set")
-    ]
+    from paperstack.records import iter_user_jsonl
+
+    lines = iter_user_jsonl(path, what="a problem set (JSONL)", error=ProofRankError)
+    problems = [_problem(obj, where, taxonomy) for where, obj in lines]
     if not problems:
         raise ProofRankError(f"{path}: no problems (empty file)")
     return ProblemSet(problems, source=str(path))
