@@ -275,8 +275,8 @@ def score(args: argparse.Namespace) -> int:
 
     problems = load_problems(args.problems) if args.problems else shipped_problems()
     requests = []
-    lines = iter_user_jsonl(args.proofs, what="a proofs file (JSONL)", error=ProofRankError)
-    for where, obj in lines:
+    proofs = iter_user_jsonl(args.proofs, what="a proofs file (JSONL)", error=ProofRankError)
+    for where, obj in proofs:
         pid, proof = obj.get("problem_id"), obj.get("proof")
         if not isinstance(pid, str) or not isinstance(proof, str):
             raise ProofRankError(f"{where}: needs string fields 'problem_id' and 'proof'")
