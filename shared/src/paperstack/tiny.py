@@ -25,8 +25,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -47,7 +45,7 @@ from transformers import (
 )
 
 from paperstack import tasks as _tasks
-from paperstack.cache import cache_root
+from paperstack.cache import build_once, cache_root, read_record
 from paperstack.checkpoint import load_pretrained
 from paperstack.errors import PaperstackError
 from paperstack.progress import Progress
@@ -581,11 +579,7 @@ def training_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """What :func:`pretrained` recorded when it trained the cache entry at ``path``: its key,
     ``train_seconds``, ``final_loss`` and ``parameters`` (so a report can state the training
     cost of a model it loaded from the cache)."""
-    try:
-        record: dict[str, Any] = json.loads((Path(path) / _MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TinyError(f"{path}: no readable {_MANIFEST} ({exc})") from None
-    return record
+    return read_record(path, _MANIFEST, TinyError)
 
 
 def pretrained(
@@ -605,45 +599,33 @@ def pretrained(
     into place with one ``os.replace``, so a killed run leaves no half-written entry (and its
     lock is released by the operating system). The result loads with ``from_pretrained``.
     """
-    from filelock import FileLock
-
     path = pretrained_path(preset, task_mix, steps, seed, cache_dir)
-    if not (path / _MANIFEST).is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        locks = cache_root(cache_dir) / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(locks / f"tiny-{path.name}.lock")):
-            if not (path / _MANIFEST).is_file():  # another process may have trained it
-                _train_into(path, preset, task_mix, steps, seed, progress)
+    build_once(
+        path,
+        lambda tmp: _train_into(tmp, preset, task_mix, steps, seed, progress),
+        marker=_MANIFEST,
+    )
     return load(path)
 
 
 def _train_into(
-    path: Path,
+    tmp: Path,
     preset: str,
     task_mix: Sequence[str | _tasks.Task],
     steps: int | None,
     seed: int,
     progress: bool,
-) -> None:
+) -> dict[str, Any]:
     task_objs, recipe = _resolve(preset, task_mix, steps)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
-        tokenizer = build_tokenizer()
-        model = build_model(preset, tokenizer, seed)
-        stats = train(model, tokenizer, task_objs, seed=seed, progress=progress, **asdict(recipe))
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        manifest = {
-            "key": _cache_key(preset, task_objs, recipe, seed),
-            "train_seconds": stats["seconds"],
-            "final_loss": stats["losses"][-1],
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "pid": os.getpid(),
-        }
-        (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-        if path.exists():  # a stale entry without a manifest (an old, killed run)
-            shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = build_tokenizer()
+    model = build_model(preset, tokenizer, seed)
+    stats = train(model, tokenizer, task_objs, seed=seed, progress=progress, **asdict(recipe))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    return {
+        "key": _cache_key(preset, task_objs, recipe, seed),
+        "train_seconds": stats["seconds"],
+        "final_loss": stats["losses"][-1],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "pid": os.getpid(),
+    }
