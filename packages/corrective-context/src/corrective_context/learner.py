@@ -177,28 +177,20 @@ def trained_learner(
 ) -> tuple[LinearTransformer, dict[str, float]]:
     """The trained learner for ``config``, from the cache or trained once (file-locked, so two
     processes train it once). Returns the model and its training record."""
-    from filelock import FileLock
     from safetensors.torch import load_file, save_file
 
-    from paperstack.cache import cache_root
+    from paperstack.cache import build_once, cache_root, read_record
 
-    root = cache_root(cache_dir) / "corrective-context"
-    root.mkdir(parents=True, exist_ok=True)
-    entry = root / f"learner-{config.key()}"
-    weights, record_path = entry / "model.safetensors", entry / "record.json"
-    with FileLock(str(root / f"{entry.name}.lock")):
-        model = LinearTransformer(config.d, config.m, config.layers, config.n_max)
-        if weights.is_file() and record_path.is_file():
-            model.load_state_dict(load_file(str(weights)))
-            return model.eval(), json.loads(record_path.read_text())
+    entry = cache_root(cache_dir) / "corrective-context" / f"learner-{config.key()}"
+
+    def build(tmp: Path) -> dict[str, float]:
         model, losses = train(config)
         tail = losses[-max(1, len(losses) // 20) :]
-        record = {"final_loss": float(np.mean(tail)), "first_loss": losses[0]}
-        tmp = root / f".{entry.name}.tmp"
-        tmp.mkdir(exist_ok=True)
-        save_file(
-            {k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / weights.name)
-        )
-        (tmp / record_path.name).write_text(json.dumps(record))
-        os.replace(tmp, entry)
-        return model, record
+        weights = {k: v.contiguous() for k, v in model.state_dict().items()}
+        save_file(weights, str(tmp / "model.safetensors"))
+        return {"final_loss": float(np.mean(tail)), "first_loss": losses[0]}
+
+    build_once(entry, build, marker="record.json")
+    model = LinearTransformer(config.d, config.m, config.layers, config.n_max)
+    model.load_state_dict(load_file(str(entry / "model.safetensors")))
+    return model.eval(), read_record(entry, "record.json", CorrectiveContextError)

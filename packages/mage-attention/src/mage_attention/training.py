@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -176,23 +175,16 @@ def pretrained(
     """The demo's trained model: trained once per (spec, task, phases, seed, code), then loaded
     from ``<paperstack cache>/mage-attention/bd-<digest>`` (file-locked: two processes train
     once; written to a temporary folder and renamed, so a killed run leaves no entry)."""
-    from filelock import FileLock
-
-    from paperstack.cache import cache_root
+    from paperstack.cache import build_once, cache_root
 
     if not phases:
         raise MageError("training: needs at least one phase")
-    root = cache_root(cache_dir) / "mage-attention"
-    path = root / f"bd-{_key(spec, task, phases, seed)}"
-    done = path / "config.json"
-    if not done.is_file():
-        root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(root / f"{path.name}.lock")):
-            if not done.is_file():
-                model = build_model(spec, task.vocab_size, MASK, seed)
-                train(model, task, phases, seed, progress)
-                tmp = root / f".{path.name}.tmp"
-                shutil.rmtree(tmp, ignore_errors=True)
-                model.save_pretrained(tmp)
-                tmp.rename(path)
+    path = cache_root(cache_dir) / "mage-attention" / f"bd-{_key(spec, task, phases, seed)}"
+
+    def build(tmp: Path) -> None:
+        model = build_model(spec, task.vocab_size, MASK, seed)
+        train(model, task, phases, seed, progress)
+        model.save_pretrained(tmp)  # writes config.json, the entry's marker
+
+    build_once(path, build, marker="config.json")
     return load_model(path)

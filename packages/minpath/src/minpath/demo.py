@@ -52,11 +52,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import random
-import shutil
 import statistics
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -166,10 +163,8 @@ def base_path(config: DemoConfig, model: str | None) -> str:
     is the core's arithmetic model after ``reasoner_steps`` of trl SFT on verbose CoTs of a
     reserved seed (never a reported seed), cached under the paperstack cache root; with
     ``--model`` it is that model, checked (a truncated or corrupt folder is one line)."""
-    from filelock import FileLock
-
     from paperstack import tiny
-    from paperstack.cache import cache_root
+    from paperstack.cache import build_once, cache_root
 
     if model is not None:
         tiny.load(model)
@@ -178,29 +173,22 @@ def base_path(config: DemoConfig, model: str | None) -> str:
     key = _reasoner_key(config, Path(start).name)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_root() / "minpath" / f"reasoner-{config.preset}-{config.reasoner_steps}-{digest}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path.parent / f"{path.name}.lock")):
-        if not (path / "reasoner.json").is_file():
-            model_, tok = tiny.load(start)
-            traces = verbose_traces(config.reasoner_traces, seed=REASONER_SEED, task=config.task)
-            settings = SFTSettings(
-                steps=config.reasoner_steps,
-                batch_size=config.batch_size * 2,
-                learning_rate=config.reasoner_lr,
-                seed=REASONER_SEED,
-            )
-            result = sft(model_, tok, [(t.question, t.cot) for t in traces], settings)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-            try:
-                model_.save_pretrained(tmp)
-                tok.save_pretrained(tmp)
-                record = key | {"seconds": result.seconds, "final_loss": result.losses[-1:]}
-                (tmp / "reasoner.json").write_text(json.dumps(record, indent=2))
-                if path.exists():
-                    shutil.rmtree(path)
-                os.replace(tmp, path)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+
+    def build(tmp: Path) -> dict[str, Any]:
+        model_, tok = tiny.load(start)
+        traces = verbose_traces(config.reasoner_traces, seed=REASONER_SEED, task=config.task)
+        settings = SFTSettings(
+            steps=config.reasoner_steps,
+            batch_size=config.batch_size * 2,
+            learning_rate=config.reasoner_lr,
+            seed=REASONER_SEED,
+        )
+        result = sft(model_, tok, [(t.question, t.cot) for t in traces], settings)
+        model_.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        return key | {"seconds": result.seconds, "final_loss": result.losses[-1:]}
+
+    build_once(path, build, marker="reasoner.json")
     return str(path)
 
 

@@ -15,8 +15,8 @@ warnings) is drawn as in pretraining.
 The result is cached under ``<paperstack cache>/opct/`` like :func:`paperstack.tiny.pretrained`
 does for its models: keyed by the pretrained entry (whose name carries the digest of its whole
 key), this stage's recipe and the digest of this module and :mod:`opct.world`; a file lock
-makes two processes train it once; training writes into a temporary sibling that one
-``os.replace`` moves into place.
+makes two processes train it once and a killed run leaves no entry
+(:func:`paperstack.cache.build_once`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -118,23 +116,22 @@ def sycophantic_base(
 ) -> tuple[Any, Any]:
     """The base model and tokenizer: from the cache, else pretrained (cached by
     :func:`paperstack.tiny.pretrained`), put through the sycophancy stage, and cached."""
-    from filelock import FileLock
-
     from paperstack import tiny
+    from paperstack.cache import build_once
 
     world = world or AlignmentWorld()
     recipe = recipe or BaseRecipe()
     path = base_path(preset, pretrain_steps, world, recipe)
-    if not (path / _MANIFEST).is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path.parent / f"{path.name}.lock")):
-            if not (path / _MANIFEST).is_file():  # another process may have trained it
-                _train_into(path, preset, pretrain_steps, world, recipe, progress)
+    build_once(
+        path,
+        lambda tmp: _train_into(tmp, preset, pretrain_steps, world, recipe, progress),
+        marker=_MANIFEST,
+    )
     return tiny.load(path)
 
 
-def _train_into(path: Path, preset: str, pretrain_steps: int | None, world: AlignmentWorld,
-                recipe: BaseRecipe, progress: bool) -> None:  # fmt: skip
+def _train_into(tmp: Path, preset: str, pretrain_steps: int | None, world: AlignmentWorld,
+                recipe: BaseRecipe, progress: bool) -> dict[str, Any]:  # fmt: skip
     from paperstack import tiny
 
     model, tokenizer = tiny.pretrained(
@@ -145,27 +142,17 @@ def _train_into(path: Path, preset: str, pretrain_steps: int | None, world: Alig
         model, tokenizer, (stage, CAPABILITY), steps=recipe.steps, seed=recipe.seed,
         batch_size=recipe.batch_size, lr=recipe.lr, progress=progress,
     )  # fmt: skip
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        record = {
-            "key": _key(preset, pretrain_steps, world, recipe),
-            "train_seconds": stats["seconds"],
-            "final_loss": stats["losses"][-1],
-        }
-        (tmp / _MANIFEST).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
-        if path.exists():  # a stale entry without a manifest
-            shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    return {
+        "key": _key(preset, pretrain_steps, world, recipe),
+        "train_seconds": stats["seconds"],
+        "final_loss": stats["losses"][-1],
+    }
 
 
 def training_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """What :func:`sycophantic_base` recorded for the entry at ``path`` (key, seconds, loss)."""
-    try:
-        record: dict[str, Any] = json.loads((Path(path) / _MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise OPCTError(f"{path}: no readable {_MANIFEST} ({exc})") from None
-    return record
+    from paperstack.cache import read_record
+
+    return read_record(path, _MANIFEST, OPCTError)
