@@ -39,6 +39,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -327,7 +328,9 @@ def train_with_trl(
 
     model = auditor.model
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="probe-trl-") as out:
+    with tempfile.TemporaryDirectory(prefix="probe-trl-") as out, warnings.catch_warnings():
+        # transformers 5 deprecates the gradient_checkpointing names trl 1.16 still passes
+        warnings.simplefilter("ignore", FutureWarning)
         common = _common_args(config, out, device)
         if config.objective == "grpo":
             args = trl.GRPOConfig(
