@@ -3,39 +3,35 @@ data-parallel through trl's trainers, each rank playing its own episodes."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).with_name("ddp_worker.py")
-
-
-def _accelerate() -> str:
-    script = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-    if script is None:
-        pytest.fail("the accelerate console script is not installed beside this python")
-    return script
+OBJECTIVES = ("grpo", "dpo")
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    command = [
-        _accelerate(), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-        str(WORKER), str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return {
-        o: [json.loads((out / f"{o}-rank{r}.json").read_text()) for r in (0, 1)]
-        for o in ("grpo", "dpo")
-    }
+    """Launch tests/ddp_worker.py on two CPU processes; each writes one record per objective."""
+    out = tmp_path_factory.mktemp("probe-ddp")
+    worker = Path(__file__).parent / "ddp_worker.py"
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+              "--num_machines", "1", "--num_processes", "2", "--main_process_port", "0",
+              "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               CUDA_VISIBLE_DEVICES="")  # fmt: skip
+    done = subprocess.run([*launch, str(worker), str(out)], env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    if done.returncode != 0:
+        pytest.fail(f"accelerate launch exited {done.returncode}:\n{done.stderr[-4000:]}")
+    records = {}
+    for objective in OBJECTIVES:
+        records[objective] = [
+            json.loads((out / f"{objective}-rank{rank}.json").read_text()) for rank in (0, 1)
+        ]
+    return records
 
 
 @pytest.mark.parametrize("objective", ["grpo", "dpo"])

@@ -35,6 +35,7 @@ The GFlowNet (trajectory balance) has no trl trainer and stays in :mod:`probe_au
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -74,28 +75,21 @@ def scenario_keys(worlds: Mapping[str, Any], config: TrainConfig) -> list[str]:
     return rows
 
 
+@dataclasses.dataclass
 class EpisodeRollout:
     """Play one audit episode per scenario key with the auditor's current model; score each
     with ``reward(episode, domain, target)`` (its ``"total"``) and add the violations found to
-    ``archive`` (the diversity term's memory)."""
+    ``archive`` (the diversity term's memory). ``batches`` and ``episodes`` count what this
+    process played."""
 
-    def __init__(
-        self,
-        auditor: Any,
-        worlds: Mapping[str, Any],
-        targets: Mapping[str, Any],
-        reward: Any,
-        max_turns: int,
-        archive: Any = None,
-    ) -> None:
-        self.auditor = auditor
-        self.worlds = dict(worlds)
-        self.targets = dict(targets)
-        self.reward = reward
-        self.max_turns = max_turns
-        self.archive = archive
-        self.batches = 0
-        self.episodes = 0
+    auditor: Any
+    worlds: Mapping[str, Any]
+    targets: Mapping[str, Any]
+    reward: Any
+    max_turns: int
+    archive: Any = None
+    batches: int = 0
+    episodes: int = 0
 
     def __call__(self, keys: Sequence[str], tag: str) -> tuple[list[Any], list[float]]:
         """``(trajectories, rewards)`` in the order of ``keys``."""
