@@ -47,6 +47,17 @@ def test_pretrained_auditor_is_trained_once_and_cached(tmp_path):
     first = next(iter(model.state_dict().values()))
     assert bool((next(iter(again.state_dict().values())) == first).all())
     assert toy.auditor_cache_path(3, cache_dir=str(tmp_path)) != path
+    # built through paperstack.cache.build_once: no temporary sibling is left beside the entry
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, f"{path.name}.lock"]
+
+
+def test_a_stale_auditor_folder_without_its_record_is_rebuilt(tmp_path):
+    path = toy.auditor_cache_path(2, cache_dir=str(tmp_path))
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")  # a killed run of an older layout
+    model, _ = toy.pretrained_auditor(2, progress=False, cache_dir=str(tmp_path))
+    assert (path / "probe-auditor.json").is_file()
+    assert sum(p.numel() for p in model.parameters()) > 0
 
 
 def test_pretrained_auditor_refuses_zero_steps(tmp_path):

@@ -1,8 +1,8 @@
 """The package's own GRPO and DPO losses against trl's trainers on the same inputs.
 
-probe-audit updates the auditor with its own losses (:mod:`probe_audit.training`) because an
-episode is one token sequence in which the target's replies are context (``env_mask`` 0), and
-trl's DPOTrainer takes prompt/chosen/rejected text. These tests pin the losses to trl 1.16's:
+The demo trains GRPO and DPO through trl's trainers (:mod:`probe_audit.trl_training`);
+:mod:`probe_audit.training` keeps the same losses as the fast path (no Trainer around them).
+These tests pin them to trl 1.16's:
 the GRPO gradient equals ``GRPOTrainer._compute_loss`` with ``loss_type="bnpo"``, ``beta=0``
 (one on-policy step, so the clipped ratio is 1) and the episode's ``env_mask`` as trl's
 ``tool_mask``; the DPO loss equals ``DPOTrainer._compute_loss`` (sigmoid loss) with the
@@ -11,16 +11,14 @@ sampled-token mask as trl's ``completion_mask``.
 
 import copy
 
-import pytest
+import datasets
 import torch
+import trl
 from probe_audit import domains
 from probe_audit.auditors import ModelAuditor, Trajectory
 from probe_audit.training import AuditorTrainer, TrainConfig
 
 from paperstack import tiny
-
-trl = pytest.importorskip("trl", reason="the trl comparison needs probe-audit[trl]")
-datasets = pytest.importorskip("datasets")
 
 PROMPT = [5, 9, 11, 7, 8]
 

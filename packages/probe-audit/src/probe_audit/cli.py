@@ -5,9 +5,10 @@
   trained from it against the zero-shot auditor, the five scripted strategies and random
   templates, and the checkers' precision on the planted ground truth. ``--quick`` is the
   one-minute version (a less trained auditor, fewer steps and episodes).
-- ``probe bench --out DIR``: episodes per second, and a PROBE training step (composite reward:
+- ``probe bench --out DIR``: episodes per second, a PROBE training step (composite reward:
   checkers, ground truth, plausibility) against a plain GRPO step on the same rollouts with a
-  violation-count reward, as a ratio.
+  violation-count reward, as a ratio, and GRPO / DPO through trl's trainers against the
+  package's own losses on the same budget, as ratios.
 
 The common flags and flow come from :class:`paperstack.contract.ContractCLI`. Heavy imports
 stay inside the commands so that ``--help`` is instant.
@@ -74,6 +75,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         help="most tokens (words) the model auditor writes per turn (default 32)",
     )
     p.add_argument(
+        "--trainer",
+        choices=("trl", "own"),
+        default="trl",
+        help="GRPO and DPO through trl's GRPOTrainer / DPOTrainer (default) or the package's "
+        "own losses (the same objectives, about half the time)",
+    )
+    p.add_argument(
         "--plausibility",
         choices=("minilm", "trigram"),
         default="minilm",
@@ -123,6 +131,7 @@ def demo(run: Run) -> Report:
     from probe_audit.strategies import STRATEGIES, RandomTemplateAuditor, ScriptedAuditor
     from probe_audit.toy import pretrained_auditor
     from probe_audit.training import OBJECTIVES, AuditorTrainer, TrainConfig
+    from probe_audit.trl_training import TRL_OBJECTIVES, train_with_trl
 
     torch.set_num_threads(1)
     proto: dict[str, Any] = dict(QUICK if run.quick else FULL)
@@ -191,13 +200,21 @@ def demo(run: Run) -> Report:
                     scenarios_per_step=int(proto["scenarios_per_step"]),
                     group_size=int(proto["group_size"]), seed=seed,
                 )  # fmt: skip
-                trainer = AuditorTrainer(
-                    auditor, worlds, targets, make_reward(plaus, archive=None), train_config,
-                    archive=ViolationArchive(),
-                )  # fmt: skip
-                trainer.reward = make_reward(plaus, archive=trainer.archive)
-                trainer.train(bar)
-                trained_seconds[objective].append(sum(trainer.step_seconds))
+                archive = ViolationArchive()
+                reward = make_reward(plaus, archive=archive)
+                if objective in TRL_OBJECTIVES and run.args.trainer == "trl":
+                    result = train_with_trl(
+                        auditor, worlds, targets, reward, train_config, archive=archive,
+                        device=run.device, progress=bar,
+                    )  # fmt: skip
+                    trained_seconds[objective].append(float(result["seconds"]))
+                else:
+                    trainer = AuditorTrainer(
+                        auditor, worlds, targets, reward, train_config, archive=archive
+                    )
+                    started = time.perf_counter()
+                    trainer.train(bar)
+                    trained_seconds[objective].append(time.perf_counter() - started)
                 record(
                     objective, seed, audit(auditor, worlds, targets, eval_seeds, per_domain, plaus)
                 )
@@ -313,6 +330,10 @@ def demo(run: Run) -> Report:
         "best_scripted_on_validation": best_scripted,
         "validation_db_seed": VALIDATION_DB_SEED,
         "plausibility": run.args.plausibility,
+        "trainer": {
+            o: ("trl" if o in TRL_OBJECTIVES and run.args.trainer == "trl" else "own")
+            for o in OBJECTIVES
+        },
         "train_config": dataclasses.asdict(TrainConfig()),
         "training_seconds_per_objective": {
             k: [round(x, 2) for x in v] for k, v in trained_seconds.items()
@@ -329,7 +350,14 @@ def demo(run: Run) -> Report:
         f"per domain and database ({len(eval_seeds)} databases), seeds "
         f"{', '.join(map(str, seeds))}; {proto['train_steps']} training steps of "
         f"{proto['scenarios_per_step']} scenarios x {proto['group_size']} episodes per domain. "
-        "Claims are paired over seeds; the method claims rest on the two premise claims. "
+        + (
+            "GRPO and DPO train through trl's GRPOTrainer (multi-turn rollout_func, the target's "
+            "replies masked by env_mask) and DPOTrainer (episode pairs, the same mask); the "
+            "GFlowNet with the package's trajectory-balance loss. "
+            if run.args.trainer == "trl"
+            else "All three objectives use the package's own losses. "
+        )
+        + "Claims are paired over seeds; the method claims rest on the two premise claims. "
         "Toy scale, shared 2-core CPU."
     )
     if not all(p.held for p in premises):
@@ -397,15 +425,40 @@ def bench(run: Run) -> Report:
             trainer.step(i)
             times.append(trainer.step_seconds[-1])
         ratios[i] = times[1] / times[0]
+    # The demo's GRPO and DPO arms through trl's trainers against the package's own losses on
+    # the demo's step shape (2 scenarios x 4 episodes per domain), trainer construction
+    # included: what a user pays for going through trl.
+    import trl  # noqa: F401  (imported once here, so no repeat pays for the import)
+
+    from probe_audit.trl_training import TRL_OBJECTIVES, train_with_trl
+
+    trl_steps = 1 if run.quick else 3
+    trl_ratios: dict[str, dict[int, float]] = {o: {} for o in TRL_OBJECTIVES}
+    for i in range(repeats):
+        for objective in TRL_OBJECTIVES:
+            shape = TrainConfig(objective=objective, steps=trl_steps, scenarios_per_step=2,
+                                group_size=4, seed=i)  # fmt: skip
+            own = AuditorTrainer(ModelAuditor(copy.deepcopy(model), tokenizer, seed=i), worlds,
+                                 targets, make_reward(plaus), shape)  # fmt: skip
+            t0 = time.perf_counter()
+            own.train()
+            own_seconds = time.perf_counter() - t0
+            through = train_with_trl(ModelAuditor(copy.deepcopy(model), tokenizer, seed=i),
+                                     worlds, targets, make_reward(plaus), shape)  # fmt: skip
+            trl_ratios[objective][i] = float(through["seconds"]) / own_seconds
     rows = [
         Row.from_seeds("rule-game", "episodes_per_second", eps_per_s),
         Row.from_seeds("probe-step", "time_ratio_to_plain_grpo", ratios),
-    ]
+        *(Row.from_seeds(f"trl-{o}", "time_ratio_to_own_loss", trl_ratios[o])
+          for o in TRL_OBJECTIVES),
+    ]  # fmt: skip
     summary = (
         f"{rows[0].value:.0f} rule-game episodes/s; a PROBE step takes {rows[1].value:.2f}x a "
-        "plain GRPO step on the same rollouts"
+        f"plain GRPO step on the same rollouts; {trl_steps} steps through trl's GRPOTrainer take "
+        f"{rows[2].value:.2f}x and through DPOTrainer {rows[3].value:.2f}x the package's own "
+        "losses (trainer construction included)"
     )
-    return Report(rows, summary=summary, config={"repeats": repeats})
+    return Report(rows, summary=summary, config={"repeats": repeats, "trl_steps": trl_steps})
 
 
 main = cli.main

@@ -20,8 +20,9 @@ agent's replies are context only). Special tokens and the chat template are
 :mod:`paperstack.tiny`'s, and training is :func:`paperstack.tiny.train`. The trained model is
 cached under the paperstack cache root (``toy-auditor/``), keyed by its config, steps, seed and
 a digest of the code that generates its data (so a change to a domain or the user model
-retrains it), written to a temporary sibling and moved into place, behind a file lock so two
-processes train it once.
+retrains it), and built through :func:`paperstack.cache.build_once` (a temporary sibling moved
+into place, behind a file lock, so two processes train it once and a killed run leaves no
+half-written entry; complete means its ``probe-auditor.json`` record exists).
 
 A dialogue becomes training text through the chat template: the history up to a turn is one
 prompt (:func:`history_prompt`), the turn is the answer.
@@ -266,29 +267,16 @@ def pretrained_auditor(
     """The zero-shot toy auditor: :data:`AUDITOR_CONFIG` pre-trained ``steps`` steps on
     :class:`AuditorCorpus` (from the cache, else trained now and cached; loads with
     ``from_pretrained``)."""
-    import os
-    import shutil
-    import tempfile
-
-    from filelock import FileLock
-
     from paperstack import tiny
+    from paperstack.cache import build_once
 
     if steps < 1:
         raise ProbeError(f"auditor pre-training steps must be >= 1, got {steps}")
-    path = auditor_cache_path(steps, seed, cache_dir)
-    if not (path / _MANIFEST).is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path.parent / f"{path.name}.lock")):
-            if not (path / _MANIFEST).is_file():  # another process may have trained it
-                tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-                try:
-                    _train_into(tmp, steps, seed, progress)
-                    if path.exists():  # a stale entry without a manifest (a killed run)
-                        shutil.rmtree(path, ignore_errors=True)
-                    os.replace(tmp, path)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
+    path = build_once(
+        auditor_cache_path(steps, seed, cache_dir),
+        lambda tmp: _train_into(tmp, steps, seed, progress),
+        marker=_MANIFEST,
+    )
     return tiny.load(path)
 
 

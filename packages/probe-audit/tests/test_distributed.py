@@ -1,0 +1,45 @@
+"""``accelerate launch --num_processes 2`` (gloo, CPU): GRPO and DPO auditors train
+data-parallel through trl's trainers, each rank playing its own episodes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+OBJECTIVES = ("grpo", "dpo")
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """Launch tests/ddp_worker.py on two CPU processes; each writes one record per objective."""
+    out = tmp_path_factory.mktemp("probe-ddp")
+    worker = Path(__file__).parent / "ddp_worker.py"
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+              "--num_machines", "1", "--num_processes", "2", "--main_process_port", "0",
+              "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               CUDA_VISIBLE_DEVICES="")  # fmt: skip
+    done = subprocess.run([*launch, str(worker), str(out)], env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    if done.returncode != 0:
+        pytest.fail(f"accelerate launch exited {done.returncode}:\n{done.stderr[-4000:]}")
+    records = {}
+    for objective in OBJECTIVES:
+        records[objective] = [
+            json.loads((out / f"{objective}-rank{rank}.json").read_text()) for rank in (0, 1)
+        ]
+    return records
+
+
+@pytest.mark.parametrize("objective", ["grpo", "dpo"])
+def test_two_ranks_train_the_same_weights(ranks, objective):
+    a, b = ranks[objective]
+    assert [a["world"], b["world"]] == [2, 2]
+    assert a["steps"] == b["steps"] == 2
+    assert a["episodes"] > 0
+    assert b["episodes"] > 0
+    assert a["weights"] == pytest.approx(b["weights"], rel=1e-6)
+    assert a["weights"][1] != pytest.approx(a["start"], rel=1e-9)  # and they did train
