@@ -1,33 +1,19 @@
 """``accelerate launch --num_processes 2`` (gloo, CPU): the SFT harness trains data-parallel."""
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from paperstack.testing import accelerate_launch
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    script = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-    if script is None:
-        pytest.fail("the accelerate console script is not installed beside this python")
     out = tmp_path_factory.mktemp("ddp")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}  # fmt: skip
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    command = [
-        script, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-        str(WORKER), str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    accelerate_launch(WORKER, out, env={"HF_DATASETS_DISABLE_PROGRESS_BARS": "1"})
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 

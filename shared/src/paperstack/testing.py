@@ -14,21 +14,31 @@ plugin registers both markers (so ``--strict-markers`` accepts them everywhere) 
   ``transformers[serving]`` installed these tests are skipped, unless
   ``PAPERSTACK_REQUIRE_SERVER=1`` (set by the nox sessions that install it), where a missing
   server is a failure rather than a silent skip;
-- gives the worker scripts of ``accelerate launch --num_processes 2`` tests
-  :func:`end_distributed`, the clean exit every rank needs.
+- runs ``accelerate launch --num_processes 2`` tests the same way in every package:
+  :func:`accelerate_launch` starts a worker script on CPU processes joined over gloo, and the
+  worker ends with :func:`end_distributed`, the clean exit every rank needs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["cuda_available", "end_distributed", "openai_server", "serve_model", "served_model_dir"]
+__all__ = [
+    "accelerate_launch",
+    "cuda_available",
+    "end_distributed",
+    "openai_server",
+    "serve_model",
+    "served_model_dir",
+]
 
 
 def cuda_available() -> bool:
@@ -48,6 +58,47 @@ def end_distributed() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def accelerate_launch(
+    script: str | os.PathLike[str],
+    *args: str | os.PathLike[str],
+    num_processes: int = 2,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script args`` under ``accelerate launch --num_processes N`` on CPU processes
+    (gloo), as a multi-GPU user would launch it; the test fails with the launcher's exit code
+    and the tail of its stderr unless every rank exits 0.
+
+    Why these flags: ``--cpu`` would start a single process (accelerate spreads CPU processes
+    only through MPI), so the launch is ``--multi_gpu``, which goes through
+    ``torch.distributed.run``; with CUDA hidden (``CUDA_VISIBLE_DEVICES=""``, also on a GPU
+    machine) the ranks join over gloo. ``--main_process_port 0`` lets the rendezvous pick a free
+    port, so two suites on one machine do not collide; mixed precision and dynamo are off so a
+    user's accelerate config cannot change the run; one thread per rank keeps two ranks within
+    a 2-core runner. ``env`` adds to (or overrides) the test process's environment.
+    """
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+        "--num_processes", str(num_processes), "--num_machines", "1",
+        "--main_process_port", "0", "--mixed_precision", "no", "--dynamo_backend", "no",
+        str(script), *map(str, args),
+    ]  # fmt: skip
+    full_env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "CUDA_VISIBLE_DEVICES": "",
+        **(env or {}),
+    }
+    proc = subprocess.run(command, capture_output=True, text=True, env=full_env, timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(
+            f"accelerate launch of {Path(script).name} exited {proc.returncode}:\n"
+            f"{proc.stderr[-4000:]}"
+        )
+    return proc
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
