@@ -65,7 +65,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "--rl-max-steps",
         type=positive_int,
         default=None,
-        help="cap on RLOO steps per policy (default 60; the plateau rule may stop earlier)",
+        help="cap on RLOO steps per policy (default 80; the plateau rule may stop earlier)",
     )
 
 

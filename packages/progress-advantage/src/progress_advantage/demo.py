@@ -47,6 +47,7 @@ from progress_advantage.experiment import (
 )
 from progress_advantage.mdp import REFERENCE_FAMILIES
 from progress_advantage.policy import RLSettings
+from progress_advantage.toy import FLAW_OPERANDS, TOY_MAX_OPERAND, TOY_MIN_OPS
 
 __all__ = ["DemoConfig", "build_claims", "build_rows", "run_demo"]
 
@@ -652,11 +653,11 @@ def _intro(
         f"beta {m.beta}), references `random` and `confident-wrong`, seeds {list(run.seeds)}; "
         f"REINFORCE with the KL in the reward until the exact objective gap is <= {m.tol} (cap "
         f"{m.max_iterations} iterations); {m.groups} test and {m.val_groups} validation groups "
-        f"of {m.n_candidates} episodes per seed. (b) Arithmetic with two operations per problem: "
-        f"reference = `{lm.preset}` "
+        f"of {m.n_candidates} episodes per seed. (b) Arithmetic with {TOY_MIN_OPS} operations "
+        f"per problem over operands 1..{TOY_MAX_OPERAND}: reference = `{lm.preset}` "
         f"model SFT'd {lm.sft_steps} steps on the flawed teacher (multiplications with left "
-        "operand 3, 6 or 9 taught as a*(b+1) 80% of the time; random spacing of each step "
-        "line); per "
+        f"operand in {list(FLAW_OPERANDS)} taught as a*(b+1) 80% of the time; random spacing "
+        "of each step line); per "
         f"beta in {list(lm.betas)} an RLOO policy (trl, KL in the reward, no std scaling, lr "
         f"{lm.rl.learning_rate:g}, {lm.rl.prompts_per_step} prompts x {lm.rl.num_generations} "
         f"completions per step, stopped at a plateau of r - beta*KL over {lm.rl.window}-step "
