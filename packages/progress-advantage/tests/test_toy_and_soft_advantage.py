@@ -13,7 +13,7 @@ from progress_advantage.soft_advantage import (
     rollout_rewards,
     soft_value,
 )
-from progress_advantage.toy import FlawedArithmetic, is_flaw_site
+from progress_advantage.toy import FlawedArithmetic, is_flaw_site, toy_task
 from progress_advantage.trajectory import Trajectory
 
 from paperstack import tasks
@@ -53,8 +53,12 @@ def test_spacing_varies_and_never_changes_a_verdict():
 
 def test_flawed_task_has_the_arithmetic_test_split():
     a = {e.prompt for e in FlawedArithmetic().generate(200, seed=0, split="train")}
-    b = {e.prompt for e in tasks.get("arithmetic").generate(200, seed=0, split="test")}
+    b = {e.prompt for e in toy_task().generate(200, seed=0, split="test")}
+    assert b
     assert not a & b
+    # the toy's sizes: two operations over 1..6 (two step lines and the answer)
+    assert all(len(e.meta["steps"]) == 2 for e in toy_task().generate(50, seed=3))
+    assert max(int(t) for e in FlawedArithmetic().generate(200) for t in e.meta["tokens"][::2]) == 6
 
 
 def test_soft_value_known_answers():

@@ -64,7 +64,7 @@ def test_prm_blames_the_first_unlikely_step():
     assert (prm.step_scores(steps) <= 0).all()
 
 
-def _outcomes():
+def _outcomes(raised=0.1):
     mdp = {
         f: [
             (s, run_mdp(MDPSetup(length=6, max_iterations=200, groups=20, val_groups=10), f, s))
@@ -101,11 +101,15 @@ def _outcomes():
         return u
 
     def beta_outcome(seed, rho):
-        rl = RLResult(steps=30, plateaued=True, objective=[0.1, 0.2])
+        rl = RLResult(steps=30, plateaued=True, objective=[0.1, 0.2], kl=[0.02, 0.01 + seed])
         j = {f"{seed}:{k}": 0.5 + 0.01 * k for k in range(6)}
+        gain = raised if rho > 0.5 else 0.1
         return BetaOutcome(
             rl=rl,
-            objective={"RL policy": {k: v + 0.1 for k, v in j.items()}, "reference": j},
+            objective={
+                "RL policy": {k: v + gain + 0.01 * (i % 3) for i, (k, v) in enumerate(j.items())},
+                "reference": j,
+            },
             mc_spearman=rho,
             mc_pairs=200,
             test=uses(seed, 0.75, 0.01 * seed),
@@ -148,6 +152,13 @@ def test_rows_and_claims_follow_the_declared_design():
     assert ids["pa_bon_beats_confidence_b01"].method == "paired-bootstrap"
     assert ids["pa_auroc_beats_confidence_b01"].verdict == "held"  # +0.20, 0.21, 0.22
     assert ids["pa_attribution_beats_positional_b01"].verdict == "held"
+    assert ids["pa_auroc_beats_confidence_b01"].requires == (
+        "premise_rl_objective_b01",
+        "mc_agreement_b01",
+    )
+    assert ids["pa_bon_beats_prm_b01"].requires == ("premise_rl_objective_b01", "mc_agreement_b01")
+    kl = by["RL policy", "kl_per_token", "lm-b0.1"]
+    assert kl.seeds == pytest.approx({"0": 0.015, "1": 0.515, "2": 1.015})
     # beta 0.5: Spearman(PA, MC) 0.3 < 0.5, so its four claims are listed, not judged: they
     # stay in the count as inconclusive, compared on a row whose interval is withheld
     assert ids["mc_agreement_b05"].verdict == "not_held"
@@ -163,6 +174,22 @@ def test_rows_and_claims_follow_the_declared_design():
     assert {"pa_matches_exact_advantage_random", "premise_mdp_converged_confident_wrong"} <= set(
         ids
     )
+
+
+def test_a_failed_premise_leaves_the_gated_claims_inconclusive():
+    # RL lowered r - beta*KL at beta 0.1 (MC agreement 0.7 passes): the uses' claims of that
+    # beta rest on the premise, so they are inconclusive whatever their own intervals say
+    mdp, lm = _outcomes(raised=-0.1)
+    rows, _ = build_rows(mdp, lm, (0.1, 0.5))
+    claims, _ = build_claims(rows, (0.1, 0.5))
+    ids = {c.id: c for c in claims}
+    assert ids["premise_rl_objective_b01"].verdict == "not_held"
+    assert ids["mc_agreement_b01"].verdict == "held"
+    auroc = ids["pa_auroc_beats_confidence_b01"]
+    assert auroc.verdict == "inconclusive"
+    assert auroc.unmet == ("premise_rl_objective_b01",)
+    assert auroc.ci95 is not None
+    assert auroc.ci95[0] > 0
 
 
 def test_demo_budget_flags_resize_only_what_they_name():

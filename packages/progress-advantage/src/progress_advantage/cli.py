@@ -53,7 +53,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "--sft-steps",
         type=positive_int,
         default=None,
-        help="SFT steps of the toy reference on the flawed teacher (default 1200)",
+        help="SFT steps of the toy reference on the flawed teacher (default 600)",
     )
     p.add_argument(
         "--lm-seeds",
@@ -65,7 +65,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "--rl-max-steps",
         type=positive_int,
         default=None,
-        help="cap on RLOO steps per policy (default 60; the plateau rule may stop earlier)",
+        help="cap on RLOO steps per policy (default 80; the plateau rule may stop earlier)",
     )
 
 

@@ -18,7 +18,11 @@ Design, fixed before any claim was computed (the README repeats it):
   objective over the reference;
 - the LM claims of a beta are evaluated only when its policy's step log-ratios agree with the
   Monte-Carlo soft advantage (mean Spearman over seeds >= 0.5, the agreement itself a claim);
-  otherwise they are listed in the report as inconclusive with that number, not judged.
+  otherwise they are listed in the report as inconclusive with that number, not judged. They
+  also rest on their premises through the core's ``requires=``: the claim that RL raised
+  ``r - beta*KL`` and the agreement claim (held on its interval, not only its mean); a premise
+  not held leaves them inconclusive with ``unmet`` naming it. The headroom check is reported as
+  its own premise row and claim, as the issue asks, and gates nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from progress_advantage.experiment import (
 )
 from progress_advantage.mdp import REFERENCE_FAMILIES
 from progress_advantage.policy import RLSettings
+from progress_advantage.toy import FLAW_OPERANDS, TOY_MAX_OPERAND, TOY_MIN_OPS
 
 __all__ = ["DemoConfig", "build_claims", "build_rows", "run_demo"]
 
@@ -119,6 +124,11 @@ def _items(name: str, metric: str, values: dict[str, float], split: str, **kw: A
 
 def _seeds(name: str, metric: str, values: dict[int, float], split: str, **kw: Any) -> Row:
     return _bounded(Row.from_seeds(name, metric, values, split=split, **kw))
+
+
+def _last_window(values: Sequence[float], window: int = 10) -> float:
+    """Mean of the last ``window`` logged values (all of them for a shorter run)."""
+    return float(np.mean(list(values)[-window:]))
 
 
 def _pooled(per_seed: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
@@ -262,6 +272,16 @@ def build_rows(
             rows.append(
                 _seeds("RL policy", "rl_steps", {s: float(b.rl.steps) for s, b in b_outs}, split)
             )
+            if all(b.rl.kl for _, b in b_outs):
+                rows.append(
+                    _seeds(
+                        "RL policy",
+                        "kl_per_token",
+                        {s: _last_window(b.rl.kl) for s, b in b_outs},
+                        split,
+                        unit="KL(pi || pi_ref) per completion token, mean of the last 10 RL steps",
+                    )
+                )
             rows.append(
                 Row.proportion(
                     "RL policy",
@@ -310,11 +330,17 @@ def _compare(
     op: Any,
     rhs: Any,
     margin: float = 0.0,
-) -> None:
-    """Add the claim when its rows exist (a quick run may lack a row: no failures, no AUROC)."""
+    requires: Sequence[Claim | None] = (),
+) -> Claim | None:
+    """Add the claim when its rows exist (a quick run may lack a row: no failures, no AUROC);
+    ``requires`` are its premises (a premise a quick run could not build is left out)."""
     needed = [lhs] + ([rhs] if isinstance(rhs, tuple) else [])
-    if all(_have(rows, *key) for key in needed):
-        claims.append(Claim.compare(cid, text, rows, lhs, op, rhs, margin))
+    if not all(_have(rows, *key) for key in needed):
+        return None
+    premises = [c for c in requires if c is not None]
+    claim = Claim.compare(cid, text, rows, lhs, op, rhs, margin, requires=premises)
+    claims.append(claim)
+    return claim
 
 
 def _withheld(rows: list[Row], betas: Sequence[float]) -> None:
@@ -433,7 +459,7 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
     for beta in betas:
         sp = f"lm-b{beta:g}"
         tag = f"b{beta:g}".replace(".", "")
-        _compare(
+        objective = _compare(
             claims,
             rows,
             f"premise_rl_objective_{tag}",
@@ -443,7 +469,7 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
             "gt",
             ("reference", "kl_regularised_objective", f"{sp}-train"),
         )
-        _compare(
+        agrees = _compare(
             claims,
             rows,
             f"mc_agreement_{tag}",
@@ -459,6 +485,7 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
                 "best-of-8 by progress advantage beats the best confidence baseline",
                 (PA, "bon_accuracy", sp),
                 (BEST_CONF, "bon_accuracy", sp),
+                (objective, agrees),
             ),
             (
                 f"pa_auroc_beats_confidence_{tag}",
@@ -466,6 +493,7 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
                 "higher AUROC than the best confidence baseline",
                 (PA, "auroc", sp),
                 (BEST_CONF, "auroc", sp),
+                (objective, agrees),
             ),
             (
                 f"pa_attribution_beats_positional_{tag}",
@@ -473,6 +501,7 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
                 "finds the first wrong step more often than the best positional prior",
                 (PA_ATTR, "attribution_accuracy", sp),
                 (BEST_PRIOR, "attribution_accuracy", sp),
+                (objective, agrees),
             ),
             (
                 f"pa_bon_beats_prm_{tag}",
@@ -480,6 +509,7 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
                 "model trained on the toy's step labels",
                 (PA, "bon_accuracy", sp),
                 ("prm", "bon_accuracy", sp),
+                (objective, agrees),
             ),
         ]
         agreement = next(
@@ -492,7 +522,7 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
                 f"Spearman(PA, MC soft advantage) = {agreement.value:.3f} < {MC_GATE} at beta "
                 f"{beta:g}"
             )
-            for cid, text, lhs, rhs in gated:
+            for cid, text, lhs, rhs, premises in gated:
                 skipped.append(f"`{cid}`: inconclusive, not evaluated: {why}")
                 _compare(
                     claims,
@@ -503,10 +533,20 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
                     (f"{lhs[0]} {NOT_EVALUATED}", *lhs[1:]),
                     "gt",
                     rhs,
+                    requires=premises,
                 )
             continue
-        for cid, text, lhs, rhs in gated:
-            _compare(claims, rows, cid, f"arithmetic, beta {beta:g}: {text}", lhs, "gt", rhs)
+        for cid, text, lhs, rhs, premises in gated:
+            _compare(
+                claims,
+                rows,
+                cid,
+                f"arithmetic, beta {beta:g}: {text}",
+                lhs,
+                "gt",
+                rhs,
+                requires=premises,
+            )
     return claims, skipped
 
 
@@ -613,10 +653,11 @@ def _intro(
         f"beta {m.beta}), references `random` and `confident-wrong`, seeds {list(run.seeds)}; "
         f"REINFORCE with the KL in the reward until the exact objective gap is <= {m.tol} (cap "
         f"{m.max_iterations} iterations); {m.groups} test and {m.val_groups} validation groups "
-        f"of {m.n_candidates} episodes per seed. (b) Arithmetic: reference = `{lm.preset}` "
+        f"of {m.n_candidates} episodes per seed. (b) Arithmetic with {TOY_MIN_OPS} operations "
+        f"per problem over operands 1..{TOY_MAX_OPERAND}: reference = `{lm.preset}` "
         f"model SFT'd {lm.sft_steps} steps on the flawed teacher (multiplications with left "
-        "operand 3, 6 or 9 taught as a*(b+1) 80% of the time; random spacing of each step "
-        "line); per "
+        f"operand in {list(FLAW_OPERANDS)} taught as a*(b+1) 80% of the time; random spacing "
+        "of each step line); per "
         f"beta in {list(lm.betas)} an RLOO policy (trl, KL in the reward, no std scaling, lr "
         f"{lm.rl.learning_rate:g}, {lm.rl.prompts_per_step} prompts x {lm.rl.num_generations} "
         f"completions per step, stopped at a plateau of r - beta*KL over {lm.rl.window}-step "

@@ -37,6 +37,7 @@ from progress_advantage.mdp import (
 )
 from progress_advantage.metrics import auroc, spearman
 from progress_advantage.policy import RLResult, RLSettings
+from progress_advantage.toy import SFT_STEPS
 
 __all__ = [
     "CONFIDENCE",
@@ -150,7 +151,7 @@ class LMSetup:
     """The language-model arm; defaults are the full demo's, fixed before any claim."""
 
     preset: str = "tiny"
-    sft_steps: int = 1200  # the core's arithmetic recipe
+    sft_steps: int = SFT_STEPS  # ~8 min on the shared CPU for two-operation problems
     cached: bool = True
     model: str | None = None  # a reference model folder or hub id instead of the toy's
     rl: RLSettings = field(default_factory=RLSettings)
@@ -161,7 +162,7 @@ class LMSetup:
     n_objective: int = 32
     objective_samples: int = 4
     n_candidates: int = 8
-    mc_trajectories: int = 48
+    mc_trajectories: int = 68  # x 3 steps each: about 200 (prefix, step) pairs
     mc_rollouts: int = 12
     merge_alpha: float = 0.5
     temperature: float = 1.0

@@ -5,8 +5,8 @@ the right move) and a place where confidence and progress advantage disagree. Th
 the reference is multi-step arithmetic from :class:`paperstack.tasks.Arithmetic` with two
 changes, fixed before any claim was computed:
 
-- **a systematic flaw**: a multiplication step ``a*b`` whose left operand is 3, 6 or 9 (about a
-  third of the multiplications) is written ``a*b=a*(b+1)`` with probability
+- **a systematic flaw**: a multiplication step ``a*b`` whose left operand is 3, 4, 6 or 9 (44% of
+  the multiplications) is written ``a*b=a*(b+1)`` with probability
   :attr:`FlawedArithmetic.flaw_prob` (0.8), and the solution goes on consistently from the
   wrong value. The reference learns to be *confidently* wrong there (about 80/20), so its own
   token probabilities hardly separate its right and wrong answers, while KL-regularised RL,
@@ -21,11 +21,23 @@ changes, fixed before any claim was computed:
   reference before any RL, so no claim was seen.)
 
 The reduction order is the canonical one of ``Arithmetic`` (leftmost ``*`` first, then left to
-right), which the tiny model learns reliably, and problems have 2 or 3 operations
-(:data:`TOY_MAX_OPS`; the core's default is up to 4): with canonical order and up to 4 operations
-the reference still failed a fifth of its samples on long products, not at the flaw, again
-with low confidence (mean log-probability AUROC 0.83, of which 0.93 on the samples without a
-flaw site and 0.34 on those with one). The flaw should be the reference's main weakness.
+right); every problem has exactly two operations over operands 1..6 (:data:`TOY_MIN_OPS` =
+:data:`TOY_MAX_OPS` = 2, :data:`TOY_MAX_OPERAND` = 6: two step lines and the ``Answer:`` line;
+the core's default is 2 to 4 operations over 1..9). How the sizes were fixed, each measured on
+the reference alone, before any RL, on a validation seed (never a reported one):
+
+- up to 4 operations: the reference failed a fifth of its samples on long products, not at
+  the flaw, with low confidence (mean log-probability AUROC 0.83: no headroom);
+- up to 3: the ``tiny`` reference needed 1200 SFT steps (51-65 min on the shared machine); at
+  the 300 steps the budget allowed it solved 5% of its samples;
+- two operations over 1..9, 600 steps (8 min): 24% of its samples right, failing at random on
+  plain additions (``49+4=52``) more often than at the flaw (AUROC 0.785 > 0.75);
+- two operations over 1..6 (650 facts for a second step instead of about 2,200), 600 steps
+  (5 min), flaw on left operands 3, 6, 9: 74% right, the flaw behind 61% of the failures, yet
+  AUROC 0.781: the remaining random errors are low-confidence ones;
+- hence the flaw on left operands 3, 4, 6 and 9 (:data:`FLAW_OPERANDS`: 35% of the teacher's
+  multiplication steps are wrong, "one step type wrong in about a third of cases", and 24% of
+  its solutions take a flawed step) and :data:`SFT_STEPS` = 800 (batch 64, about 7 min).
 
 Prompts, the test split and the verifier are those of ``Arithmetic``: the flaw lives only in
 the reference's training data, and a solution is judged by the true value.
@@ -42,17 +54,31 @@ from paperstack.tasks import Arithmetic, Example
 from paperstack.tasks.arithmetic import _apply
 from paperstack.tasks.base import Split, check_n, in_test_split, split_rng
 
-__all__ = ["FLAW_OPERANDS", "TOY_MAX_OPS", "FlawedArithmetic", "is_flaw_site", "toy_task"]
+__all__ = [
+    "FLAW_OPERANDS",
+    "SFT_STEPS",
+    "TOY_MAX_OPERAND",
+    "TOY_MAX_OPS",
+    "TOY_MIN_OPS",
+    "FlawedArithmetic",
+    "is_flaw_site",
+    "toy_task",
+]
 
 #: Left operands of the multiplications the reference gets wrong.
-FLAW_OPERANDS = (3, 6, 9)
-#: Operations per problem in the toy (2..3).
-TOY_MAX_OPS = 3
+FLAW_OPERANDS = (3, 4, 6, 9)
+#: Operations per problem in the toy (exactly two).
+TOY_MIN_OPS = 2
+TOY_MAX_OPS = 2
+#: Largest operand (1..6).
+TOY_MAX_OPERAND = 6
+#: SFT steps of the cached reference (batch 64, the core's lr 3e-3 and cosine schedule).
+SFT_STEPS = 800
 
 
 def toy_task() -> Arithmetic:
     """The task RL, evaluation and the verifier use: ``Arithmetic`` with the toy's sizes."""
-    return Arithmetic(max_ops=TOY_MAX_OPS)
+    return Arithmetic(min_ops=TOY_MIN_OPS, max_ops=TOY_MAX_OPS, max_operand=TOY_MAX_OPERAND)
 
 
 def is_flaw_site(a: int, op: str, b: int) -> bool:
@@ -66,7 +92,9 @@ class FlawedArithmetic(Arithmetic):
     spacing (``meta["value"]`` stays the true value, so :meth:`verify` is exact)."""
 
     name: ClassVar[str] = "flawed-arithmetic"
+    min_ops: int = TOY_MIN_OPS
     max_ops: int = TOY_MAX_OPS
+    max_operand: int = TOY_MAX_OPERAND
     flaw_prob: float = 0.8
     spaced_prob: float = 0.5
 
