@@ -6,36 +6,19 @@ single process: accelerate only spreads CPU processes through MPI.)
 """
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from paperstack.testing import accelerate_launch
+
 WORKER = Path(__file__).with_name("ddp_worker.py")
-
-
-def _accelerate() -> str:
-    script = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-    if script is None:
-        pytest.fail("the accelerate console script is not installed beside this python")
-    return script
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
-    command = [
-        _accelerate(), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-        str(WORKER), str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    accelerate_launch(WORKER, out, timeout=900)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
