@@ -2,12 +2,11 @@
 data-parallel through trl's trainers, each rank playing its own episodes."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from paperstack.testing import accelerate_launch
 
 OBJECTIVES = ("grpo", "dpo")
 
@@ -16,16 +15,7 @@ OBJECTIVES = ("grpo", "dpo")
 def ranks(tmp_path_factory):
     """Launch tests/ddp_worker.py on two CPU processes; each writes one record per objective."""
     out = tmp_path_factory.mktemp("probe-ddp")
-    worker = Path(__file__).parent / "ddp_worker.py"
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-              "--num_machines", "1", "--num_processes", "2", "--main_process_port", "0",
-              "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
-               CUDA_VISIBLE_DEVICES="")  # fmt: skip
-    done = subprocess.run([*launch, str(worker), str(out)], env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    if done.returncode != 0:
-        pytest.fail(f"accelerate launch exited {done.returncode}:\n{done.stderr[-4000:]}")
+    accelerate_launch(Path(__file__).parent / "ddp_worker.py", out)
     records = {}
     for objective in OBJECTIVES:
         records[objective] = [
