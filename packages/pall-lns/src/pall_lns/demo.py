@@ -87,8 +87,6 @@ def lm_selector(run: Run, n_ops: int) -> Any:
 
 
 def demo_report(run: Run) -> Report:
-    import json
-
     import torch
 
     from pall_lns.cli import _readable_models
@@ -101,7 +99,9 @@ def demo_report(run: Run) -> Report:
         run_method,
         summarise,
     )
+    from pall_lns.lm import MARKER
     from pall_lns.selectors import load_default
+    from paperstack.cache import read_record
     from paperstack.records import JsonlWriter, Row
     from paperstack.report import bar_chart
 
@@ -122,7 +122,7 @@ def demo_report(run: Run) -> Report:
     n_ops = len(linear.ops)
     started = time.perf_counter()
     lm = lm_selector(run, n_ops)
-    lm_meta = json.loads((lm.path / "pall-lm.json").read_text())
+    lm_meta = read_record(lm.path, MARKER, PallError)
     selectors = Selectors(linear, lm, int(linear.meta.get("best_single", 0)))
 
     # Offline: the selectors on held-out oracle states (same families, an unseen family).
@@ -281,6 +281,11 @@ def bench_report(run: Run) -> Report:
             split=size),
         Row(system="pall", metric="lns_work_share", value=max(0.0, res.overhead - scip_io),
             n=res.iterations, split=size),
+        # Inside optimize(), for the reader: SCIP's transforming and presolving of the sub-MIPs
+        # (on the kept model, all of it while the fixed columns are still there).
+        Row(system="pall", metric="scip_presolve_share_inside",
+            value=bd.get("scip_presolve", 0.0) / max(res.loop_s, 1e-9), n=res.iterations,
+            split=size),
     ]  # fmt: skip
     claims = [
         Claim.compare(

@@ -387,6 +387,7 @@ class SubMipSolver:
             sub.optimize()
             t2 = time.perf_counter()
             solve_s = t2 - t1
+            bd["scip_presolve"] = bd.get("scip_presolve", 0.0) + float(sub.getPresolvingTime())
             status = sub.getStatus()
             self.interrupted = status == "userinterrupt"
             if sub.getNSols() > 0:
