@@ -2,16 +2,41 @@ import time
 
 from pall_lns.baselines import run_highs, run_scip
 
+# A solver that stopped because of its budget (HiGHS: its own limit or our interrupt callback at
+# the deadline; SCIP: its time limit), not because it solved the model.
+LIMIT_STATUS = {"Time limit reached", "Interrupted by user", "timelimit", "userinterrupt"}
 
-def test_highs_and_scip_keep_to_their_budget(smoke_dir, tmp_path):
+
+def test_highs_and_scip_keep_to_their_budget(tmp_path):
+    """Each solver stops near its budget, with a margin measured under the machine's current load.
+
+    A near-zero-budget warm-up run first loads the solver's library and puts the file in the page
+    cache (a clean-clone CI run once charged those to the timed call: 3.9 s for a 0.4 s budget),
+    and its wall time is this machine's fixed cost right now: reading the model plus the solver's
+    latency to its first limit check, both stretched by a loaded CI machine. The timed run may
+    overrun its budget by a few times that cost; and whatever the load, it must stay under 10x
+    the old fixed bound, which a solver ignoring its budget cannot do (neither HiGHS nor SCIP
+    solves this instance in 60 s; it was checked when the test was written).
+    """
     from pall_lns.generators import generate
 
-    path = generate("setcover", "medium", 5, tmp_path).path  # not solved in 0.4 s
+    path = generate("setcover", "medium", 5, tmp_path).path
+    budget = 0.4
     for run in (run_highs, run_scip):
         t = time.perf_counter()
-        res = run(path, 0.4)
-        assert time.perf_counter() - t < 0.4 + 2.0  # generous: CI machines are shared
-        assert all(s <= 0.4 + 2.0 for s, _ in res.timeline)
+        warm = run(path, 0.01)
+        fixed_cost = time.perf_counter() - t
+        assert warm.status in LIMIT_STATUS, (run.__name__, warm.status)
+        assert fixed_cost < 10 * (0.01 + 2.0), (run.__name__, fixed_cost)
+
+        t = time.perf_counter()
+        res = run(path, budget)
+        wall = time.perf_counter() - t
+        assert res.status in LIMIT_STATUS, (run.__name__, res.status)
+        bound = budget + max(2.0, 4 * fixed_cost)
+        assert wall <= bound, (run.__name__, wall, fixed_cost)
+        assert wall <= 10 * (budget + 2.0), (run.__name__, wall)
+        assert all(s <= bound for s, _ in res.timeline)
 
 
 def test_scip_aggressive_heuristics_is_a_different_setting(smoke_dir):

@@ -356,3 +356,15 @@ def test_bench_compare_pairs_pall_with_every_baseline(tmp_path):
         assert f"smoke_pall_beats_{base}_gap" in ids
     assert res.row("pall", "primal_integral", "all").n == 1  # one instance per family and seed
     assert res.manifest.config["compare"]["methods"][0] == "pall"
+    assert "smoke_premise_scip_leaves_room" in ids
+    # Resumable: a rerun into the same --out reuses every finished run of the same budget.
+    log = out / "compare-runs.jsonl"
+    lines = log.read_text().splitlines()
+    assert len(lines) == 6
+    assert main([*argv, "--families", "setcover", "--no-progress"]) == 0
+    assert log.read_text().splitlines() == lines
+    again = load_results(out / "bench.json")
+    assert (
+        again.manifest.config["compare"]["finals_internal_sense"]
+        == (res.manifest.config["compare"]["finals_internal_sense"])
+    )

@@ -121,3 +121,41 @@ def test_pall_solve_takes_an_lm_folder_as_selector(lm_dir, smoke_dir, tmp_path):
     argv = ["solve", str(smoke_dir / "auction-smoke-s7.lp"), "--time-limit", "0.8", "--quiet"]
     assert main([*argv, "--selector", str(folder), "--sync", "--sol", str(sol)]) == 0
     assert sol.read_text().startswith("objective value:")
+
+
+def test_train_lm_builds_once_in_the_cache_and_retrains_an_explicit_out(tmp_path, monkeypatch):
+    """The cache entry goes through paperstack.cache.build_once: built once, marked complete
+    by pall-lm.json, never left half-written; an explicit ``out`` is retrained each time."""
+    import pall_lns.lm as lm
+
+    monkeypatch.setenv("PAPERSTACK_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def fake(tmp, records, n_ops, recipe, base, device, log):
+        calls.append(tmp)
+        (tmp / "weights").write_text(str(len(calls)))
+        return {"n_ops": n_ops}
+
+    monkeypatch.setattr(lm, "_train_into", fake)
+    a = train_lm(_records(), 3, TINY)
+    b = train_lm(_records(), 3, TINY)
+    assert a == b
+    assert len(calls) == 1
+    assert a.parent == tmp_path / "cache" / "pall-lns"
+    assert json.loads((a / "pall-lm.json").read_text()) == {"n_ops": 3}
+    assert not [p for p in a.parent.iterdir() if p.name.endswith(".tmp")]
+    out = tmp_path / "mine"
+    train_lm(_records(), 3, TINY, out=out)
+    train_lm(_records(), 3, TINY, out=out)
+    assert len(calls) == 3
+    assert (out / "weights").read_text() == "3"
+
+    def killed(tmp, *args):
+        (tmp / "half-written").write_text("x")
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(lm, "_train_into", killed)
+    other = LMRecipe(preset="micro", steps=7, batch_size=4)
+    with pytest.raises(RuntimeError, match="killed"):
+        train_lm(_records(), 3, other)
+    assert sorted(p.name for p in a.parent.iterdir() if not p.name.endswith(".lock")) == [a.name]

@@ -182,3 +182,60 @@ def test_reduce_with_the_incumbent_activity_matches_the_full_pass(smoke_dir):
     b = reduce(inst, mask, x, inst.activity(x))
     for f in ("cols", "rows", "lo", "hi", "nz", "row_ptr", "x_base"):
         assert np.allclose(getattr(a, f), getattr(b, f))
+
+
+@pytest.mark.parametrize("family", ["setcover", "facility"])
+def test_kept_model_rens_agrees_with_the_reduced_one(smoke_dir, family):
+    """RENS fixes to other values than the incumbent's: on the kept model by bound changes
+    (undone at the next sub-MIP), in the reduced one by the shifted rows; same optimum."""
+    path = smoke_dir / f"{family}-smoke-s7.lp"
+    kept = SubMipSolver(path, reduced=False)
+    small = SubMipSolver(path, reduced=True)
+    inst = kept.inst
+    x = _incumbent(kept)
+    init = kept.initial(0.5)
+    lp_point = init.x_lp if init.x_lp is not None else x
+    fix_to = np.clip(np.round(lp_point), inst.lb, inst.ub)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        free = np.sort(rng.choice(inst.int_idx, min(20, inst.int_idx.size // 2), replace=False))
+        a = kept.solve(free, x, 5.0, fix_to=fix_to)
+        b = small.solve(free, x, 5.0, None, inst.activity(x), fix_to=fix_to)
+        assert (a.x is None) == (b.x is None)
+        assert a.obj == pytest.approx(b.obj, rel=1e-6)
+        for res in (a, b):
+            if res.x is not None:
+                assert inst.is_feasible(res.x)
+                fixed = np.setdiff1d(inst.int_idx, free)
+                assert np.all(res.x[fixed] == fix_to[fixed])
+        # a plain sub-MIP afterwards sees the original bounds again outside its fixings
+        c = kept.solve(free, x, 5.0)
+        d = small.solve(free, x, 5.0, None, inst.activity(x))
+        assert c.obj == pytest.approx(d.obj, rel=1e-6)
+
+
+@pytest.mark.parametrize("family", ["setcover", "indset"])
+def test_kept_model_proximity_finds_an_improving_point_as_near_as_the_reduced_one(
+    smoke_dir, family
+):
+    path = smoke_dir / f"{family}-smoke-s7.lp"
+    kept = SubMipSolver(path, reduced=False)
+    small = SubMipSolver(path, reduced=True)
+    inst = kept.inst
+    x = _incumbent(kept)
+    f0 = inst.objective(x)
+    rng = np.random.default_rng(5)
+    free = np.sort(rng.choice(inst.int_idx, min(40, inst.int_idx.size // 2), replace=False))
+    a = kept.solve(free, x, 5.0, proximity=0.001)
+    b = small.solve(free, x, 5.0, None, inst.activity(x), proximity=0.001)
+    assert a.status == b.status
+    assert (a.x is None) == (b.x is None)
+    if a.x is not None and b.x is not None:
+        for res in (a, b):
+            assert inst.is_feasible(res.x)
+            assert res.obj <= f0 - 0.001 * max(abs(f0), 1.0) + 1e-9
+        assert np.abs(a.x - x).sum() == pytest.approx(np.abs(b.x - x).sum())
+    # the objective is restored: a plain sub-MIP afterwards agrees with the reduced one
+    c = kept.solve(free, x, 5.0)
+    d = small.solve(free, x, 5.0, None, inst.activity(x))
+    assert c.obj == pytest.approx(d.obj, rel=1e-6)

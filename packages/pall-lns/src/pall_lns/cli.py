@@ -455,6 +455,13 @@ def _bench_arguments(b: argparse.ArgumentParser) -> None:
         help="also compare PALL with SCIP, SCIP aggressive, HiGHS, random and bandit LNS on "
         "--families at --size, one instance per seed",
     )
+    b.add_argument(
+        "--submip",
+        choices=("auto", "kept", "reduced"),
+        default="auto",
+        help="sub-MIPs of the overhead run: by bound changes on the one kept model, as reduced "
+        "problems read into a second SCIP, or by size (auto: reduced from 20,000 variables)",
+    )
     b.add_argument("--families", default="setcover,auction,facility,indset")
     b.add_argument(
         "--compare-time",

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Sequence
@@ -39,6 +37,7 @@ import numpy as np
 
 from pall_lns.context import Context, context_from_json
 from pall_lns.errors import PallError
+from paperstack.cache import read_record
 
 __all__ = ["QUICK_RECIPE", "RECIPE", "LMRecipe", "LMSelector", "sft_examples", "train_lm"]
 
@@ -60,6 +59,8 @@ class LMRecipe:
 
 
 RECIPE = LMRecipe()
+#: The record of a trained selector folder (its build_once marker): n_ops, recipe, losses.
+MARKER = "pall-lm.json"
 #: ``demo --quick``: the micro preset and a few steps exercise the pipeline; it learns little.
 QUICK_RECIPE = LMRecipe(preset="micro", steps=20, batch_size=8)
 
@@ -133,30 +134,34 @@ def train_lm(
 ) -> Path:
     """Fine-tune the selector LM on oracle ``records`` with trl's SFTTrainer; return its folder.
 
-    Without ``out`` the model goes to (and is reused from) the paperstack cache; two processes
-    asking at once train it once (a file lock)."""
-    from filelock import FileLock
+    Without ``out`` the model goes to (and is reused from) the paperstack cache; with ``out`` it
+    is trained now into that folder, replacing a model already there. Both go through
+    :func:`paperstack.cache.build_once`: two processes asking at once train it once (a file
+    lock), and a killed run leaves no half-written folder (``pall-lm.json``, the entry's
+    record, marks it complete)."""
+    from paperstack.cache import build_once
 
     target = Path(out) if out is not None else _cache_dir(records, recipe, base, n_ops)
-    if (target / "pall-lm.json").is_file() and out is None:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target.parent / f".{target.name}.lock")):
-        if (target / "pall-lm.json").is_file() and out is None:
-            return target
-        _train_into(target, records, n_ops, recipe, base, device, log)
-    return target
+    if out is not None:
+        (target / MARKER).unlink(missing_ok=True)  # an explicit --out is retrained, not reused
+
+    def build(tmp: Path) -> dict[str, Any]:
+        return _train_into(tmp, records, n_ops, recipe, base, device, log)
+
+    return build_once(target, build, marker=MARKER)
 
 
 def _train_into(
-    target: Path,
+    tmp: Path,
     records: Sequence[dict[str, Any]],
     n_ops: int,
     recipe: LMRecipe,
     base: str | None,
     device: str,
     log: Any,
-) -> None:
+) -> dict[str, Any]:
+    """Train into the empty folder ``tmp`` (build_once moves it into place); returns the
+    record written as ``pall-lm.json``."""
     import torch
     from datasets import Dataset
     from transformers import PrinterCallback
@@ -175,67 +180,60 @@ def _train_into(
         tokenizer = tiny.build_tokenizer()
         model = tiny.build_model(recipe.preset, tokenizer, seed=recipe.seed)
     _digit_ids(tokenizer, n_ops)  # fail before training if the answer cannot be scored
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     start = time.perf_counter()
-    try:
-        config = SFTConfig(
-            output_dir=str(tmp / "trainer"),
-            max_steps=recipe.steps,
-            per_device_train_batch_size=recipe.batch_size,
-            learning_rate=recipe.lr,
-            lr_scheduler_type="cosine",
-            warmup_steps=max(1, round(recipe.warmup_ratio * recipe.steps)),
-            weight_decay=recipe.weight_decay,
-            max_length=512,
-            completion_only_loss=True,
-            logging_steps=max(1, recipe.steps // 10),
-            save_strategy="no",
-            report_to="none",
-            seed=recipe.seed,
-            use_cpu=device == "cpu",
-            dataloader_num_workers=0,
-            disable_tqdm=True,
-            bf16=False,
-            fp16=False,
+    config = SFTConfig(
+        output_dir=str(tmp / "trainer"),
+        max_steps=recipe.steps,
+        per_device_train_batch_size=recipe.batch_size,
+        learning_rate=recipe.lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, round(recipe.warmup_ratio * recipe.steps)),
+        weight_decay=recipe.weight_decay,
+        max_length=512,
+        completion_only_loss=True,
+        logging_steps=max(1, recipe.steps // 10),
+        save_strategy="no",
+        report_to="none",
+        seed=recipe.seed,
+        use_cpu=device == "cpu",
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        bf16=False,
+        fp16=False,
+    )
+    with _threads(1 if device == "cpu" else None):
+        trainer = SFTTrainer(
+            model=model,
+            args=config,
+            train_dataset=Dataset.from_list(examples),
+            processing_class=tokenizer,
         )
-        with _threads(1 if device == "cpu" else None):
-            trainer = SFTTrainer(
-                model=model,
-                args=config,
-                train_dataset=Dataset.from_list(examples),
-                processing_class=tokenizer,
-            )
-            # The losses go to trainer.state.log_history, not to stdout (kept for results).
-            trainer.remove_callback(PrinterCallback)
-            out = trainer.train()
-        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        shutil.rmtree(tmp / "trainer", ignore_errors=True)
-        meta = {
-            "n_ops": n_ops,
-            "examples": len(examples),
-            "records": len(records),
-            "recipe": asdict(recipe),
-            "base": base,
-            "train_seconds": time.perf_counter() - start,
-            "train_loss": float(out.training_loss),
-            "losses": losses,
-            "parameters": int(sum(p.numel() for p in model.parameters())),
-            "torch": torch.__version__,
-        }
-        (tmp / "pall-lm.json").write_text(json.dumps(meta, indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-        if log:
-            log(
-                f"selector LM: {meta['parameters']:,} parameters fine-tuned on "
-                f"{len(examples)} oracle states in {meta['train_seconds']:.0f} s "
-                f"(loss {losses[0] if losses else float('nan'):.3f} -> {meta['train_loss']:.3f})"
-            )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        # The losses go to trainer.state.log_history, not to stdout (kept for results).
+        trainer.remove_callback(PrinterCallback)
+        out = trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(tmp / "trainer", ignore_errors=True)
+    meta = {
+        "n_ops": n_ops,
+        "examples": len(examples),
+        "records": len(records),
+        "recipe": asdict(recipe),
+        "base": base,
+        "train_seconds": time.perf_counter() - start,
+        "train_loss": float(out.training_loss),
+        "losses": losses,
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "torch": torch.__version__,
+    }
+    if log:
+        log(
+            f"selector LM: {meta['parameters']:,} parameters fine-tuned on "
+            f"{len(examples)} oracle states in {meta['train_seconds']:.0f} s "
+            f"(loss {losses[0] if losses else float('nan'):.3f} -> {meta['train_loss']:.3f})"
+        )
+    return meta
 
 
 class _threads:
@@ -314,8 +312,7 @@ class LMSelector:
 
     @classmethod
     def load(cls, path: str | Path, n_ops: int | None = None, device: str = "cpu") -> LMSelector:
-        meta_file = Path(path) / "pall-lm.json"
-        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+        meta = read_record(path, MARKER, PallError) if (Path(path) / MARKER).is_file() else {}
         k = int(n_ops if n_ops is not None else meta.get("n_ops", 0))
         if not k:
             raise PallError(f"{path}: no pall-lm.json; give the number of operators")

@@ -48,7 +48,7 @@ class LnsConfig:
 
     time_limit: float
     init_frac: float = 0.1  # share of T for the initial plain-SCIP run
-    # Up to this share of T, the initial run of a large model (SubMipSolver.REDUCED_FROM) is
+    # Up to this share of T, the initial run of a large model (SubMipSolver.LARGE_FROM) is
     # extended while its incumbent is trivial. 0 (off) since neighbourhoods grow when solved:
     # on 3 of 4 100k-variable instances the LNS then did better from SCIP's early incumbent.
     init_root_frac: float = 0.0
@@ -61,6 +61,9 @@ class LnsConfig:
     async_select: bool = False
     deadline: float = 0.05  # async: extra wait for the selector after the sub-MIP ends
     seed: int = 0
+    #: Sub-MIPs as reduced problems read into a second SCIP (True), by bound changes on the
+    #: one kept model (False), or by size (None: reduced from SubMipSolver.LARGE_FROM on).
+    reduced: bool | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.time_limit) and self.time_limit > 0):
@@ -132,7 +135,7 @@ class _Search:
             raise PallError("the operator ensemble is empty")
         self.cfg, self.ops, self.t0 = cfg, ops, t0
         self.rng = np.random.default_rng(cfg.seed)
-        self.solver = SubMipSolver(path, seed=cfg.seed)
+        self.solver = SubMipSolver(path, seed=cfg.seed, reduced=cfg.reduced)
         self.inst = self.solver.inst
         n_int = max(1, self.inst.int_idx.size)
         self.k_min = min(10, n_int)
@@ -385,6 +388,7 @@ def run_lns(
             "dual_bound": s.inst.sense * s.dual if np.isfinite(s.dual) else None,
             "config": asdict(cfg),
             "submip_breakdown_s": dict(s.solver.breakdown),
+            "reduced": s.solver.reduced,
             "init_end_s": init_end,
             "worker_startup_s": startup_s,
             "worker_cpu_s": asel.worker_cpu_s if asel is not None else 0.0,

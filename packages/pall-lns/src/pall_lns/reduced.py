@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pall_lns.instance import Instance, ranges
+from pall_lns.instance import FEAS_TOL, Instance, ranges
 
 __all__ = ["LpText", "Reduced", "reduce"]
 
@@ -41,6 +41,9 @@ class Reduced:
     nz: np.ndarray  # CSR positions of the kept rows' free entries, row by row
     row_ptr: np.ndarray  # ``nz[row_ptr[i]:row_ptr[i + 1]]`` are the entries of ``rows[i]``
     x_base: np.ndarray  # incumbent with the row-free variables already at their best bound
+    #: A row without free variables is violated by the fixed values (RENS fixes to a rounded LP
+    #: point, which need not satisfy every row): the sub-MIP is infeasible as it stands.
+    violated: bool = False
 
 
 def reduce(
@@ -73,6 +76,15 @@ def reduce(
             max_act + fixed_act <= inst.row_hi + tol
         )
     touched = np.bincount(r_all, minlength=m) > 0
+    with np.errstate(invalid="ignore"):
+        scale = 1.0 + np.maximum(
+            np.abs(np.where(np.isfinite(inst.row_lo), inst.row_lo, 0)),
+            np.abs(np.where(np.isfinite(inst.row_hi), inst.row_hi, 0)),
+        )
+        off = ((inst.row_lo - fixed_act) / scale > FEAS_TOL) | (
+            (fixed_act - inst.row_hi) / scale > FEAS_TOL
+        )
+    violated = bool(np.any(off & ~touched))
     rows = np.flatnonzero(touched & ~slack)
     # The kept rows' free entries, read row-wise from the CSR arrays (already in row order).
     p = ranges(inst.indptr, rows)
@@ -102,6 +114,7 @@ def reduce(
         nz,
         row_ptr.astype(np.int64),
         x_base,
+        violated,
     )
 
 

@@ -48,8 +48,9 @@ class InitialResult:
 class SubMipSolver:
     """Owns the SCIP model of one instance and solves its sub-MIPs."""
 
-    #: Models with at least this many variables get reduced sub-MIPs (see :meth:`solve`).
-    REDUCED_FROM = 20_000
+    #: From this many variables on, sub-MIPs are reduced (:meth:`solve_reduced`) and the initial
+    #: run may wait for a non-trivial incumbent (:meth:`initial`'s ``root_time``).
+    LARGE_FROM = 20_000
     #: The initial run is extended (up to ``root_time``) while SCIP's gap exceeds this.
     TRIVIAL_GAP = 2.0
 
@@ -77,9 +78,19 @@ class SubMipSolver:
         self._sink: dict[str, Any] = {}
         self._handler_included = False
         self.seed = int(seed) % 2**31
-        self.reduced = self.inst.n >= self.REDUCED_FROM if reduced is None else reduced
-        #: Seconds per phase of the reduced sub-MIPs outside ``optimize()`` (ours: reduce, write,
-        #: read_back; SCIP's: scip_read, scip_free), for ``bench``.
+        self.large = self.inst.n >= self.LARGE_FROM
+        #: ``True`` (default from :attr:`LARGE_FROM` variables on): every sub-MIP is built as its
+        #: own small problem and read into a second, reused SCIP (:meth:`solve_reduced`);
+        #: ``False``: bound changes on the one kept model (:meth:`solve_fixed`). At 100k
+        #: variables the kept model costs more per iteration: SCIP transforms all 1.1M
+        #: non-zeros before presolve drops the fixed columns, and ``freeTransform`` frees them
+        #: (1.5-1.8 s each on a 100k set cover, against 0.3-0.45 s to read and free the
+        #: reduced sub-MIP), so the reduced path stays the default there.
+        self.reduced = self.large if reduced is None else bool(reduced)
+        #: Seconds per phase of the sub-MIPs outside ``optimize()`` (on the kept model: bounds,
+        #: warm_start, read_back, scip_free = ``freeTransform``; reduced: reduce, write,
+        #: read_back, scip_read, scip_free), and SCIP's own presolving time inside it, for
+        #: ``bench``.
         self.breakdown: dict[str, float] = {}
         self._lp: Any = None  # pall_lns.reduced.LpText, built at the first reduced sub-MIP
         self._sub: Any = None  # the one reused sub-SCIP of reduced sub-MIPs
@@ -96,15 +107,34 @@ class SubMipSolver:
         changed = np.flatnonzero((fixed != self._fixed) | (fixed & (values != self._fixval)))
         m, vs = self.model, self.vars
         inf = m.infinity()
-        for j in changed.tolist():
-            lo, hi = self.orig_lb[j], self.orig_ub[j]
-            m.chgVarLb(vs[j], -inf if not np.isfinite(lo) else lo)
-            m.chgVarUb(vs[j], inf if not np.isfinite(hi) else hi)
-            if fixed[j]:
-                m.chgVarLb(vs[j], values[j])
-                m.chgVarUb(vs[j], values[j])
+        was = self._fixed
+        lb = np.where(fixed, values, np.where(np.isfinite(self.orig_lb), self.orig_lb, -inf))
+        ub = np.where(fixed, values, np.where(np.isfinite(self.orig_ub), self.orig_ub, inf))
+        chg_lb, chg_ub = m.chgVarLb, m.chgVarUb
+        for j, lo, hi, w in zip(
+            changed.tolist(),
+            lb[changed].tolist(),
+            ub[changed].tolist(),
+            was[changed].tolist(),
+            strict=True,
+        ):
+            if w and lo > self._fixval[j]:  # moving a fixed value up: raise ub first
+                chg_ub(vs[j], hi)
+                chg_lb(vs[j], lo)
+            else:
+                chg_lb(vs[j], lo)
+                chg_ub(vs[j], hi)
         self._fixed = fixed.copy()
         self._fixval = np.where(fixed, values, 0.0)
+
+    def _set_objective(self, cols: np.ndarray, coefs: np.ndarray) -> None:
+        """Objective coefficients of ``cols`` only, in the model's sense (PySCIPOpt has no
+        ``chgVarObj``; ``setObjective(..., clear=False)`` changes just the terms it is given)."""
+        from pyscipopt.scip import Expr, Term
+
+        vs = self.vars
+        terms = {Term(vs[j]): h for j, h in zip(cols.tolist(), coefs.tolist(), strict=True)}
+        self.model.setObjective(Expr(terms), self.model.getObjectiveSense(), clear=False)
 
     def _warm_start(self, x: np.ndarray) -> None:
         sol = self.model.createSol()
@@ -123,12 +153,12 @@ class SubMipSolver:
         doubled limits up to ``max_time`` (default ``time_limit``); while the only incumbents
         predate the first LP solution (trivial/presolve heuristics: on a 100k-column set cover
         the all-columns cover, 50x the optimum) it resumes up to ``root_time`` (large models
-        only, see :attr:`REDUCED_FROM`), so the search starts from SCIP's better heuristics
+        only, see :attr:`LARGE_FROM`), so the search starts from SCIP's better heuristics
         (LP-based ones once the root LP is solved), where the LNS has something to improve."""
         max_time = time_limit if max_time is None else max_time
         # Only large models (the reduced-sub-MIP regime) wait for a non-trivial incumbent: on
         # small ones SCIP's root is over in milliseconds and the LNS should get the budget.
-        if root_time is None or not self.reduced:
+        if root_time is None or not self.large:
             root_time = time_limit
         root_time = min(root_time, max_time)
         m = self.model
@@ -243,15 +273,15 @@ class SubMipSolver:
         fix_to: np.ndarray | None = None,
         proximity: float | None = None,
     ) -> SubMipResult:
-        """Dispatch: :meth:`solve_reduced` for large models (``self.reduced``) and for the
-        sub-MIPs only it builds (``fix_to``: RENS fixes to the rounded LP point, not the
-        incumbent; ``proximity``: a distance objective), else :meth:`solve_fixed` on the one
-        kept model. ``act`` is ``A x_inc`` if known."""
-        if self.reduced or fix_to is not None or proximity is not None:
+        """Dispatch: :meth:`solve_fixed` on the one kept model, or :meth:`solve_reduced` when
+        built with ``reduced=True``. ``fix_to``: RENS fixes to the rounded LP point, not the
+        incumbent; ``proximity``: a distance objective; ``act`` is ``A x_inc`` if known."""
+        if self.reduced:
             return self.solve_reduced(
                 free, x_inc, time_limit, hamming, act, fix_to=fix_to, proximity=proximity
             )
-        return self.solve_fixed(free, x_inc, time_limit, hamming)
+        return self.solve_fixed(free, x_inc, time_limit, hamming, fix_to=fix_to,
+                                proximity=proximity)  # fmt: skip
 
     def _sub_scip(self) -> Any:
         """The one SCIP instance every reduced sub-MIP is read into (created at the first).
@@ -320,6 +350,8 @@ class SubMipSolver:
         solve_s = 0.0
         t1 = t2 = time.perf_counter()
         x_new = base
+        if red.violated:  # a row without free variables is violated by the fixings
+            return SubMipResult("infeasible", None, f_inc, 0.0, time.perf_counter() - t0)
         if red.cols.size:
             cols = red.cols
             fixed_part = inst.objective(base) - float(np.sum(inst.c[cols] * base[cols]))
@@ -355,6 +387,7 @@ class SubMipSolver:
             sub.optimize()
             t2 = time.perf_counter()
             solve_s = t2 - t1
+            bd["scip_presolve"] = bd.get("scip_presolve", 0.0) + float(sub.getPresolvingTime())
             status = sub.getStatus()
             self.interrupted = status == "userinterrupt"
             if sub.getNSols() > 0:
@@ -367,6 +400,10 @@ class SubMipSolver:
                     os.unlink(out)
                 ii = inst.is_int
                 x_new[ii] = np.round(x_new[ii])
+            elif not warm:
+                # Fixed elsewhere than the incumbent (RENS) and no solution: the base point
+                # (the incumbent's values on the sub-MIP's columns) was never shown feasible.
+                x_new = x_inc
             tb = time.perf_counter()
             bd["read_back"] = bd.get("read_back", 0.0) + tb - t2
             # The solved problem stays in the sub-SCIP until the next read replaces it: its
@@ -377,54 +414,94 @@ class SubMipSolver:
         return SubMipResult(status, x_new, obj, solve_s, (t1 - t0) + (time.perf_counter() - t2))
 
     def solve_fixed(
-        self, free: np.ndarray, x_inc: np.ndarray, time_limit: float, hamming: int | None = None
+        self,
+        free: np.ndarray,
+        x_inc: np.ndarray,
+        time_limit: float,
+        hamming: int | None = None,
+        *,
+        fix_to: np.ndarray | None = None,
+        proximity: float | None = None,
     ) -> SubMipResult:
-        """Solve the sub-MIP: integer variables outside ``free`` fixed to ``x_inc``.
+        """Solve the sub-MIP on the one kept model: integer variables outside ``free`` fixed.
 
-        Warm started from ``x_inc``, objective limit ``f(x_inc)`` (SCIP prunes anything not
-        better), ``limits/time = time_limit``. With ``hamming``, a local-branching constraint
-        ``sum_{j in F} |x_j - x_inc_j| <= hamming`` over the free binaries is added for this solve.
+        They are fixed to ``x_inc`` (``fix_to`` for RENS: the rounded LP point, warm started
+        only where it equals the incumbent) by bound changes in SCIP's problem stage (only
+        those that changed since the last sub-MIP), then the model is optimised with the
+        sub-MIP's limits (warm start ``x_inc``, objective limit ``f(x_inc)``, ``limits/time``),
+        its answer read and ``freeTransform()`` called; the problem itself is never re-read or
+        freed. SCIP's presolve removes the fixed columns inside ``optimize()``. With
+        ``hamming``, the local-branching row ``sum_{j in F} |x_j - x_inc_j| <= hamming`` over
+        the free binaries is added for this solve. With ``proximity = delta`` (Fischetti and
+        Monaci 2014) the free variables' objective becomes the Hamming distance to ``x_inc``
+        over the free binaries (0 for the others), with the row ``c_F x_F <= f(x_inc) -
+        delta_abs - c_fixed x_fixed``: any solution found improves the incumbent.
         """
         t0 = time.perf_counter()
-        m, inst = self.model, self.inst
+        m, inst, bd = self.model, self.inst, self.breakdown
         fixed = inst.is_int.copy()
         fixed[free] = False
-        self._set_bounds(fixed, x_inc)
-        lb_cons = None
+        values = x_inc if fix_to is None else np.where(fixed, fix_to, x_inc)
+        warm = fix_to is None or bool(np.array_equal(values, x_inc))
+        self._set_bounds(fixed, values)
+        f_inc = inst.objective(x_inc)
+        extra_cons = None
+        prox_vars: np.ndarray | None = None
+        vs, quicksum = self.vars, self.scip.quicksum
         if hamming is not None:
             fb = free[inst.is_int[free] & (inst.lb[free] == 0) & (inst.ub[free] == 1)]
             if fb.size:
                 ones = fb[x_inc[fb] > 0.5]
                 zeros = fb[x_inc[fb] <= 0.5]
-                expr = self.scip.quicksum(
-                    self.vars[j] for j in zeros.tolist()
-                ) - self.scip.quicksum(self.vars[j] for j in ones.tolist())
-                lb_cons = m.addCons(expr <= hamming - ones.size, name="pall_local_branching")
-        self._warm_start(x_inc)
-        f_inc = inst.objective(x_inc)
-        m.setObjlimit(inst.sense * f_inc)
-        m.setRealParam("limits/time", max(0.01, time_limit))
+                expr = quicksum(vs[j] for j in zeros.tolist()) - quicksum(
+                    vs[j] for j in ones.tolist()
+                )
+                extra_cons = m.addCons(expr <= hamming - ones.size, name="pall_local_branching")
+        if proximity is not None:
+            sub = np.union1d(free, np.flatnonzero(~inst.is_int))
+            binary = inst.is_int[sub] & (inst.lb[sub] == 0) & (inst.ub[sub] == 1)
+            dist = np.where(binary, np.where(x_inc[sub] > 0.5, -1.0, 1.0), 0.0)
+            # SCIP's coefficients are in the model's sense: internal c = sense * c_model.
+            self._set_objective(sub, inst.sense * dist)
+            prox_vars = sub
+            delta = max(proximity * max(abs(f_inc), 1.0), 1e-6)
+            rest = f_inc - float(np.sum(inst.c[sub] * x_inc[sub]))
+            nz = sub[inst.c[sub] != 0]
+            expr = quicksum(float(inst.c[j]) * vs[j] for j in nz.tolist())
+            extra_cons = m.addCons(expr <= f_inc - rest - delta, name="pall_proximity_cutoff")
+        tw = time.perf_counter()
+        bd["bounds"] = bd.get("bounds", 0.0) + tw - t0
+        if warm:
+            self._warm_start(x_inc)
+        if proximity is None:
+            m.setObjlimit(inst.sense * f_inc)
+        m.setRealParam("limits/time", max(0.01, time_limit - (time.perf_counter() - t0)))
         t1 = time.perf_counter()
+        bd["warm_start"] = bd.get("warm_start", 0.0) + t1 - tw
         m.optimize()
         t2 = time.perf_counter()
+        bd["scip_presolve"] = bd.get("scip_presolve", 0.0) + float(m.getPresolvingTime())
         status = m.getStatus()
         self.interrupted = status == "userinterrupt"
         x_new: np.ndarray | None = None
         obj = f_inc
         if m.getNSols() > 0:
             sol = m.getBestSol()
-            cand_obj = inst.sense * m.getSolObjVal(sol)
+            idx = np.union1d(free, np.flatnonzero(~inst.is_int))
+            cand = self._values(sol, idx, values)
+            cand_obj = inst.objective(cand)
             if cand_obj < f_inc - 1e-9 * max(1.0, abs(f_inc)):
-                idx = np.union1d(free, np.flatnonzero(~inst.is_int))
-                x_new = self._values(sol, idx, x_inc)
-                obj = inst.objective(x_new)
+                x_new, obj = cand, cand_obj
         tf = time.perf_counter()
+        bd["read_back"] = bd.get("read_back", 0.0) + tf - t2
         m.freeTransform()
-        self.breakdown["scip_free"] = (
-            self.breakdown.get("scip_free", 0.0) + time.perf_counter() - tf
-        )
-        if lb_cons is not None:
-            m.delCons(lb_cons)
-        m.setObjlimit(m.infinity() * inst.sense)  # no limit for the next (initial-style) solve
         t3 = time.perf_counter()
-        return SubMipResult(status, x_new, obj, t2 - t1, (t1 - t0) + (t3 - t2))
+        bd["scip_free"] = bd.get("scip_free", 0.0) + t3 - tf
+        if extra_cons is not None:
+            m.delCons(extra_cons)
+        if prox_vars is not None:
+            self._set_objective(prox_vars, (inst.sense * inst.c)[prox_vars])
+        m.setObjlimit(m.infinity() * inst.sense)  # no limit for the next (initial-style) solve
+        t4 = time.perf_counter()
+        bd["bounds"] = bd.get("bounds", 0.0) + t4 - t3
+        return SubMipResult(status, x_new, obj, t2 - t1, (t1 - t0) + (t4 - t2))
