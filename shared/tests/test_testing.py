@@ -48,3 +48,48 @@ def test_a_failing_rank_fails_the_test_with_its_stderr(tmp_path: Path) -> None:
     script.write_text("import sys\nprint('rank broke: bad shard', file=sys.stderr)\nsys.exit(3)\n")
     with pytest.raises(pytest.fail.Exception, match=r"(?s)broken\.py exited \d+:.*bad shard"):
         accelerate_launch(script, timeout=300)
+
+
+TEARDOWN = textwrap.dedent(
+    """
+    import sys, time
+    import torch.distributed as dist
+    from paperstack.testing import end_distributed
+
+    dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+    if sys.argv[2] == "hang":
+        dist.destroy_process_group = lambda *a, **k: time.sleep(600)  # a peer never answers
+    else:
+        real = dist.destroy_process_group
+        def logged(*a, **k):
+            real(*a, **k)
+            print("destroyed", dist.is_initialized(), flush=True)
+        dist.destroy_process_group = logged
+    print("results written", flush=True)
+    end_distributed(timeout=1)
+    print("not reached")
+    """
+)
+
+
+@pytest.mark.parametrize("teardown", ["clean", "hang"])
+def test_end_distributed_tears_down_and_exits_zero(tmp_path: Path, teardown: str) -> None:
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "worker.py"
+    script.write_text(TEARDOWN)
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "store"), teardown],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.perf_counter() - start < 60
+    if teardown == "clean":  # destroyed, then exited without running the rest of the script
+        assert proc.stdout.split() == ["results", "written", "destroyed", "False"]
+        assert "teardown still waiting" not in proc.stderr
+    else:  # a teardown that never returns is reported and the rank still exits 0
+        assert proc.stdout.split() == ["results", "written"]
+        assert "teardown still waiting after 1 s" in proc.stderr

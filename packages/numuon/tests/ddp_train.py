@@ -20,6 +20,7 @@ from numuon import Cosine, NuMuon, param_groups
 from numuon.toy import ModelShape, build_llama
 from safetensors.torch import save_file
 
+from paperstack.testing import end_distributed
 from paperstack.tiny import build_tokenizer
 
 GLOBAL_BATCH = 8
@@ -71,9 +72,7 @@ def main() -> None:
         }
         (args.out / "run.json").write_text(json.dumps(report))
     accelerator.wait_for_everyone()
-    # Tear the gloo group down before exit: left to interpreter shutdown, its threads can abort
-    # a rank ("terminate called without an active exception", seen on a loaded 2-core runner).
-    accelerator.end_training()
+    end_distributed()  # the gloo group torn down before exit, with a watchdog (no trackers here)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -50,14 +50,41 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def end_distributed() -> None:
-    """Destroy the default process group, if one is up: the last call of a multi-process
-    worker script. Left to interpreter shutdown, gloo's threads can abort a rank ("terminate
-    called without an active exception", seen on a loaded 2-core CI runner)."""
+def end_distributed(timeout: float = 60.0) -> NoReturn:
+    """End a multi-process worker script: tear the process group down and exit with status 0.
+
+    The last call of every ``accelerate launch`` worker, once its results are on disk. Two
+    failures of the interpreter's own shutdown path, both seen on a loaded 2-core CI runner, are
+    why it does not return: left to shutdown, gloo's threads can abort a rank ("terminate called
+    without an active exception"); and when the last reference to a gloo process group goes
+    with a DDP model's reducer, ``~ProcessGroupGloo`` joins gloo's run-loop thread while holding
+    the GIL, and that thread needs the GIL to free a finished all-gather's tensors: a deadlock
+    that held rank 0 until the test's 10-minute timeout (py-spy stack in numuon's CI log of
+    2026-12-02). So the group is destroyed explicitly, in a daemon thread while this one waits
+    without the GIL (a teardown still waiting after ``timeout`` seconds is reported on stderr),
+    and then the process leaves through ``os._exit(0)`` after flushing its streams, running no
+    destructors. Files the worker wrote with ``open``/``write_text``/``save_file`` are closed by
+    then; nothing else may be pending.
+    """
+    import sys
+    import threading
+
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+        done = threading.Event()
+
+        def destroy() -> None:
+            dist.destroy_process_group()
+            done.set()
+
+        threading.Thread(target=destroy, name="end-distributed", daemon=True).start()
+        if not done.wait(timeout):
+            print(f"end_distributed: process-group teardown still waiting after {timeout:g} s; "
+                  "exiting", file=sys.stderr)  # fmt: skip
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def accelerate_launch(
