@@ -289,12 +289,29 @@ def test_bench_writes_overhead_rows_and_its_claim(tmp_path, capsys):
     per_iteration = metrics["overhead_share_per_iteration"]
     assert per_iteration.items is not None
     assert 1 <= len(per_iteration.items) <= res.manifest.config["iterations"]
+    # the claim's statistic: seconds outside optimize() per iteration over the mean
+    # iteration, whose mean is the iterations' time share outside optimize()
+    time_share = metrics["overhead_time_share"]
+    assert time_share.items is not None
+    assert time_share.items.keys() == per_iteration.items.keys()
+    assert 0.0 <= time_share.value <= 1.0
     (claim,) = res.claims
     assert claim.id == "overhead_under_5pct"
-    assert claim.lhs.metric == "overhead_share_per_iteration"  # judged on its interval
+    assert claim.lhs.metric == "overhead_time_share"  # judged on its interval
     assert claim.method in ("t", "bootstrap")
+    assert res.manifest.config["overhead_share_rule"] == pytest.approx(0.04)
     assert "overhead" in capsys.readouterr().out
     assert (out / "bench.md").is_file()
+
+
+@pytest.mark.parametrize("bad", ["1", "-0.1", "x"])
+def test_bench_rejects_a_bad_overhead_share(tmp_path, capsys, bad):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--out", str(tmp_path / "b"), "--overhead-share", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--overhead-share" in err
+    assert "Traceback" not in err
 
 
 def test_evolve_names_the_unreadable_model_once(smoke_dir, tmp_path, capsys):
