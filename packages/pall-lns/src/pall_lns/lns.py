@@ -343,6 +343,14 @@ def run_lns(
         loop_start = init_end = s.now()
         while not interrupted and s.now() < cfg.time_limit - 0.02:
             it_start = s.now()
+            left = cfg.time_limit - s.now()
+            tau = min(cfg.amortised_tau(fixed_costs), left)
+            if fixed_costs and left < 2 * tau and cfg.submip_time <= 0 < cfg.overhead_share:
+                # The rule's tail: a last sub-MIP shorter than the amortised limit would pay the
+                # full fixed cost for a fraction of the search, so this one takes what is left.
+                tau = left
+            if tau < 0.02:
+                break  # before the selection, so a fallback is never counted for no iteration
             tp = time.perf_counter()
             ctx = s.context()
             used_fallback = False
@@ -357,14 +365,7 @@ def run_lns(
                     fallbacks += 1
                     used_fallback = True
                 op = answer
-            left = cfg.time_limit - s.now()
-            tau = min(cfg.amortised_tau(fixed_costs), left)
-            if fixed_costs and left < 2 * tau and cfg.submip_time <= 0 < cfg.overhead_share:
-                # The rule's tail: a last sub-MIP shorter than the amortised limit would pay the
-                # full fixed cost for a fraction of the search, so this one takes what is left.
-                tau = left
-            if tau < 0.02:
-                break
+            tau = max(0.01, min(tau, cfg.time_limit - s.now()))
             if asel is not None:
                 s.count[op] += 1  # the selector sees that op is now running
                 asel.submit(s.context())
