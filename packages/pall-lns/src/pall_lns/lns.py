@@ -44,7 +44,8 @@ __all__ = ["LnsConfig", "LnsResult", "Progress", "oracle_reward", "run_lns"]
 class LnsConfig:
     """LNS settings. Defaults are toy-scale versions of the notes' protocol (T = 60 s, tau = 3-5 s
     there); ``submip_time=0`` means ``clip(T / 20, 0.2, 10)`` so short demo budgets still get
-    tens of iterations."""
+    tens of iterations, raised by the amortisation rule (:attr:`overhead_share`,
+    :meth:`amortised_tau`) where the fixed cost per iteration is large."""
 
     time_limit: float
     init_frac: float = 0.1  # share of T for the initial plain-SCIP run
