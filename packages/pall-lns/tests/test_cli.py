@@ -147,8 +147,17 @@ def demo_dir(tmp_path_factory, smoke_dir):
     # The quick protocol (micro LM) on two smoke models with a short budget, so the fast suite
     # stays fast; `demo --quick` itself runs in CI's isolation session.
     argv = ["demo", "--quick", "--time-limit", "0.5", "--dataset", str(data), "--out", str(out)]
+    # a run log left by an earlier demo into the same folder is replaced, not appended to
+    (out / "runs.jsonl").write_text('{"instance": "stale.lp", "method": "scip"}\n')
     assert main([*argv, "--no-progress"]) == 0
     return out
+
+
+def test_demo_run_log_holds_this_run_only(demo_dir):
+    lines = (demo_dir / "runs.jsonl").read_text().splitlines()
+    runs = [json.loads(line) for line in lines]
+    assert len(runs) == 2 * len(METHODS)
+    assert "stale.lp" not in {r["instance"] for r in runs}
 
 
 def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_dir):

@@ -141,7 +141,9 @@ def demo_report(run: Run) -> Report:
         f"{rows[-1].value:.1f} ms"
     )
 
-    # Online: every method on every test instance, T seconds each.
+    # Online: every method on every test instance, T seconds each. The demo is not resumable:
+    # a rerun into the same --out replaces the runs of the last one (JsonlWriter appends).
+    (run.out / "runs.jsonl").unlink(missing_ok=True)
     log = JsonlWriter(run.out / "runs.jsonl", fsync=False)
     records: list[RunRecord] = []
     with run.progress(len(paths) * len(METHODS), "runs") as bar:
