@@ -147,8 +147,17 @@ def demo_dir(tmp_path_factory, smoke_dir):
     # The quick protocol (micro LM) on two smoke models with a short budget, so the fast suite
     # stays fast; `demo --quick` itself runs in CI's isolation session.
     argv = ["demo", "--quick", "--time-limit", "0.5", "--dataset", str(data), "--out", str(out)]
+    # a run log left by an earlier demo into the same folder is replaced, not appended to
+    (out / "runs.jsonl").write_text('{"instance": "stale.lp", "method": "scip"}\n')
     assert main([*argv, "--no-progress"]) == 0
     return out
+
+
+def test_demo_run_log_holds_this_run_only(demo_dir):
+    lines = (demo_dir / "runs.jsonl").read_text().splitlines()
+    runs = [json.loads(line) for line in lines]
+    assert len(runs) == 2 * len(METHODS)
+    assert "stale.lp" not in {r["instance"] for r in runs}
 
 
 def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_dir):
@@ -289,12 +298,29 @@ def test_bench_writes_overhead_rows_and_its_claim(tmp_path, capsys):
     per_iteration = metrics["overhead_share_per_iteration"]
     assert per_iteration.items is not None
     assert 1 <= len(per_iteration.items) <= res.manifest.config["iterations"]
+    # the claim's statistic: seconds outside optimize() per iteration over the mean
+    # iteration, whose mean is the iterations' time share outside optimize()
+    time_share = metrics["overhead_time_share"]
+    assert time_share.items is not None
+    assert time_share.items.keys() == per_iteration.items.keys()
+    assert 0.0 <= time_share.value <= 1.0
     (claim,) = res.claims
     assert claim.id == "overhead_under_5pct"
-    assert claim.lhs.metric == "overhead_share_per_iteration"  # judged on its interval
+    assert claim.lhs.metric == "overhead_time_share"  # judged on its interval
     assert claim.method in ("t", "bootstrap")
+    assert res.manifest.config["overhead_share_rule"] == pytest.approx(0.04)
     assert "overhead" in capsys.readouterr().out
     assert (out / "bench.md").is_file()
+
+
+@pytest.mark.parametrize("bad", ["1", "-0.1", "x"])
+def test_bench_rejects_a_bad_overhead_share(tmp_path, capsys, bad):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--out", str(tmp_path / "b"), "--overhead-share", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--overhead-share" in err
+    assert "Traceback" not in err
 
 
 def test_evolve_names_the_unreadable_model_once(smoke_dir, tmp_path, capsys):

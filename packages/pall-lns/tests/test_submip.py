@@ -239,3 +239,45 @@ def test_kept_model_proximity_finds_an_improving_point_as_near_as_the_reduced_on
     c = kept.solve(free, x, 5.0)
     d = small.solve(free, x, 5.0, None, inst.activity(x))
     assert c.obj == pytest.approx(d.obj, rel=1e-6)
+
+
+def test_reduced_sub_mips_alternate_two_scips_and_free_the_idle_one(smoke_dir):
+    """Consecutive reduced sub-MIPs go to the two sub-SCIPs in turn; the one that solved the
+    previous sub-MIP is freed by the background thread, and close() stops that thread."""
+    import threading
+
+    solver = SubMipSolver(smoke_dir / "setcover-smoke-s7.lp", reduced=True)
+    inst = solver.inst
+    x = _incumbent(solver)
+    rng = np.random.default_rng(1)
+    used = []
+    for _ in range(4):
+        free = np.sort(rng.choice(inst.int_idx, min(30, inst.int_idx.size), replace=False))
+        res = solver.solve(free, x, 5.0, None, inst.activity(x))
+        assert res.status in ("optimal", "infeasible")
+        assert res.x is None or inst.is_feasible(res.x)
+        used.append(1 - solver._turn)  # the turn flips before each solve
+        if res.x is not None:
+            x = res.x
+    assert set(used) == {0, 1}
+    assert len(solver._subs) == 2
+    solver._join_free()
+    # the idle sub-SCIP holds no problem once its background free is done
+    idle = solver._subs[solver._turn]
+    assert idle.getStage() == 0 or idle.getNVars() == 0
+    thread = solver._freer_thread
+    assert thread is not None
+    assert thread.is_alive()
+    assert thread in threading.enumerate()
+    solver.close()
+    assert not thread.is_alive()
+    assert solver._freer_thread is None
+
+
+def test_lp_text_leaves_out_unit_coefficients():
+    from pall_lns.reduced import _term
+
+    assert _term(1.0) == " + "
+    assert _term(-1.0) == " - "
+    assert _term(2.5) == " + 2.5 "
+    assert _term(-3.0) == " - 3 "

@@ -446,6 +446,17 @@ def demo(run: Run) -> Report:
 # ---------------------------------------------------------------------------- bench
 
 
+def _share(text: str) -> float:
+    """A share in [0, 1) for ``--overhead-share`` (argparse turns the error into one line)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be in [0, 1)")
+    return v
+
+
 def _bench_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--size", default="xl", help="instance size (xl = 100k+ variables)")
     b.add_argument("--time-limit", type=seconds("--time-limit"), default=60.0)
@@ -461,6 +472,13 @@ def _bench_arguments(b: argparse.ArgumentParser) -> None:
         default="auto",
         help="sub-MIPs of the overhead run: by bound changes on the one kept model, as reduced "
         "problems read into a second SCIP, or by size (auto: reduced from 20,000 variables)",
+    )
+    b.add_argument(
+        "--overhead-share",
+        type=_share,
+        default=0.04,
+        help="amortisation rule of the overhead run: each sub-MIP's limit is at least the "
+        "recent fixed cost per iteration over this share (0: off, limit T/20)",
     )
     b.add_argument("--families", default="setcover,auction,facility,indset")
     b.add_argument(

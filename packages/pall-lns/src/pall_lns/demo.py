@@ -141,7 +141,9 @@ def demo_report(run: Run) -> Report:
         f"{rows[-1].value:.1f} ms"
     )
 
-    # Online: every method on every test instance, T seconds each.
+    # Online: every method on every test instance, T seconds each. The demo is not resumable:
+    # a rerun into the same --out replaces the runs of the last one (JsonlWriter appends).
+    (run.out / "runs.jsonl").unlink(missing_ok=True)
     log = JsonlWriter(run.out / "runs.jsonl", fsync=False)
     records: list[RunRecord] = []
     with run.progress(len(paths) * len(METHODS), "runs") as bar:
@@ -255,7 +257,8 @@ def bench_report(run: Run) -> Report:
         traj.unlink()
     run.log(f"{path.name}: PALL for {T:g} s")
     submip = str(run.args.submip)
-    cfg = LnsConfig(T, seed=run.seed, async_select=True,
+    share = float(run.args.overhead_share)
+    cfg = LnsConfig(T, seed=run.seed, async_select=True, overhead_share=share,
                     reduced=None if submip == "auto" else submip == "reduced")  # fmt: skip
     load_start = os.getloadavg()[0]
     res = run_lns(path, selector.ops, selector, cfg, trajectory=traj)
@@ -274,6 +277,14 @@ def bench_report(run: Run) -> Report:
     ]  # fmt: skip
     shares = {str(r["iter"]): 1.0 - r["solve_s"] / r["iter_s"] for r in its}
     rows.append(Row.from_items("pall", "overhead_share_per_iteration", shares, split=size))
+    # The claim's statistic: each iteration's seconds outside optimize() over the mean
+    # iteration's seconds. Its mean is the share of the iterations' wall time spent outside
+    # optimize() (what item 3 of issue #19 asks for), and resampling iterations gives its
+    # interval. The per-iteration mean of ratios above weighs a 0.02 s iteration that SCIP
+    # never saw (our reduction fixed every free variable) like a 3 s sub-MIP.
+    mean_iter = sum(r["iter_s"] for r in its) / len(its)
+    outside = {str(r["iter"]): (r["iter_s"] - r["solve_s"]) / mean_iter for r in its}
+    rows.append(Row.from_items("pall", "overhead_time_share", outside, split=size))
     bd = res.stats["submip_breakdown_s"]
     scip_io = (bd.get("scip_read", 0.0) + bd.get("scip_free", 0.0)) / max(res.loop_s, 1e-9)
     rows += [
@@ -291,10 +302,10 @@ def bench_report(run: Run) -> Report:
         Claim.compare(
             "overhead_under_5pct",
             "Time outside SCIP's optimize() (selection, neighbourhood, sub-MIP building, SCIP "
-            "reading and freeing it, read-back, checks) is under 5% of an LNS iteration's "
-            "wall time, on average over iterations",
+            "reading and freeing it, read-back, checks) is under 5% of the LNS iterations' "
+            "wall time (interval from resampling iterations)",
             rows,
-            ("pall", "overhead_share_per_iteration", size),
+            ("pall", "overhead_time_share", size),
             "lt",
             0.05,
         )
@@ -303,6 +314,7 @@ def bench_report(run: Run) -> Report:
         f"overhead {res.overhead:.1%} of the LNS loop over {res.iterations} iterations: SCIP "
         f"reading/freeing sub-MIPs {scip_io:.1%}, LNS work {max(0.0, res.overhead - scip_io):.1%}"
         f"; objective {res.objective:.10g}; seconds { {k: round(v, 2) for k, v in bd.items()} }"
+        f", loop { {k: round(v, 2) for k, v in res.stats['loop_breakdown_s'].items()} }"
     )
     config = {
         "size": size,
@@ -314,9 +326,12 @@ def bench_report(run: Run) -> Report:
         "submip_s": res.submip_s,
         "initial_end_s": res.stats["init_end_s"],
         "submip_breakdown_s": bd,
+        "loop_breakdown_s": res.stats["loop_breakdown_s"],
         "fallbacks": res.fallbacks,
         "submip": "reduced" if res.stats["reduced"] else "kept",
         "load_average": list(load),
+        "overhead_share_rule": share,
+        "submip_limits_s": [round(float(r.get("tau", 0.0)), 3) for r in its],
     }
     intro = (
         f"PALL (shipped selector, asynchronous) on `{path.name}` for {T:g} s, sub-MIPs "

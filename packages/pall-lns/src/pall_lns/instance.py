@@ -272,7 +272,8 @@ class Instance:
             )
         )
         act = act_old.copy()
-        rows = np.unique(self.column_entries(d)[0])
+        # Touched rows by a mask, not np.unique: no sort of the changed columns' entries.
+        rows = np.flatnonzero(np.bincount(self.column_entries(d)[0], minlength=self.m))
         if rows.size:
             p = ranges(self.indptr, rows)
             seg = np.repeat(np.arange(rows.size), np.diff(self.indptr)[rows])

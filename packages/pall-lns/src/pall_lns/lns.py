@@ -44,7 +44,8 @@ __all__ = ["LnsConfig", "LnsResult", "Progress", "oracle_reward", "run_lns"]
 class LnsConfig:
     """LNS settings. Defaults are toy-scale versions of the notes' protocol (T = 60 s, tau = 3-5 s
     there); ``submip_time=0`` means ``clip(T / 20, 0.2, 10)`` so short demo budgets still get
-    tens of iterations."""
+    tens of iterations, raised by the amortisation rule (:attr:`overhead_share`,
+    :meth:`amortised_tau`) where the fixed cost per iteration is large."""
 
     time_limit: float
     init_frac: float = 0.1  # share of T for the initial plain-SCIP run
@@ -64,6 +65,12 @@ class LnsConfig:
     #: Sub-MIPs as reduced problems read into a second SCIP (True), by bound changes on the
     #: one kept model (False), or by size (None: reduced from SubMipSolver.LARGE_FROM on).
     reduced: bool | None = None
+    #: Amortisation rule (with ``submip_time=0``): each sub-MIP's limit is at least the fixed
+    #: cost per iteration (wall time outside SCIP's ``optimize()``, median of the last three
+    #: iterations) divided by this share, so that cost stays about this share of an iteration
+    #: that runs to its limit; capped at ``max(tau, T / 6)``. 0.04 keeps one point of margin
+    #: under the 5% target for sub-MIPs that end early. 0 turns the rule off.
+    overhead_share: float = 0.04
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.time_limit) and self.time_limit > 0):
@@ -78,12 +85,29 @@ class LnsConfig:
             raise PallError(f"init_frac {self.init_frac}: must be in (0, 1)")
         if not 0 <= self.init_root_frac < 1:
             raise PallError(f"init_root_frac {self.init_root_frac}: must be in [0, 1)")
+        if not 0 <= self.overhead_share < 1:
+            raise PallError(f"overhead_share {self.overhead_share}: must be in [0, 1)")
 
     @property
     def tau(self) -> float:
         return (
             self.submip_time if self.submip_time > 0 else min(10.0, max(0.2, self.time_limit / 20))
         )
+
+    def amortised_tau(self, fixed_costs: list[float]) -> float:
+        """The next sub-MIP's limit under the amortisation rule (:attr:`overhead_share`).
+
+        ``fixed_costs``: seconds outside ``optimize()`` of the iterations so far. Fixed cost
+        per iteration (reading and freeing the sub-MIP, building it, selection, checks) grows
+        with the sub-MIP and with the machine's load, not with its time limit; a limit of
+        ``cost / share`` keeps it at ``share`` of the iteration, at the price of fewer
+        iterations. An explicit ``submip_time`` is used as given."""
+        base = self.tau
+        if self.submip_time > 0 or self.overhead_share <= 0 or not fixed_costs:
+            return base
+        last = sorted(fixed_costs[-3:])
+        cost = last[len(last) // 2]  # the median of the last three (one stall does not count)
+        return min(max(base, cost / self.overhead_share), max(base, self.time_limit / 6))
 
 
 @dataclass
@@ -155,6 +179,14 @@ class _Search:
         self.dual = -np.inf
         self.timeline: list[tuple[float, float]] = []
         self.uncharged = 0.0
+        #: Seconds of the loop's own phases outside the sub-MIP (``bench`` prints them).
+        self.phases: dict[str, float] = {}
+
+    def charge(self, phase: str, since: float) -> float:
+        """Add the seconds since ``since`` to ``phase``; returns the current clock."""
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - since
+        return now
 
     def now(self) -> float:
         """Seconds charged to the search (the oracle excludes its forks via ``uncharged``)."""
@@ -205,12 +237,14 @@ class _Search:
     def try_op(self, op: int, tau: float) -> tuple[Any, float]:
         """Run operator ``op`` from the current incumbent; returns (result, seconds)."""
         assert self.x is not None
+        t = time.perf_counter()
         state = State(self.x, self.x_lp, tuple(self.pool))
         nb = neighbourhood(self.ops[op], self.inst, state, self.rng, round(self.k))
-        t = time.perf_counter()
+        t = self.charge("neighbourhood", t)
         res = self.solver.solve(
             nb.free, self.x, tau, nb.hamming, self.act, fix_to=nb.fix_to, proximity=nb.proximity
         )
+        tc = time.perf_counter()
         if res.x is not None:
             # Checked against the original model: the rows touched by the change (the rest
             # keep the incumbent's checked activity), so the check costs what the change does.
@@ -219,6 +253,7 @@ class _Search:
             if bad > FEAS_TOL:
                 res.x, res.obj, res.act = None, self.f, None  # SCIP's point fails the model
                 res.status = "rejected"
+        self.charge("check", tc)
         return res, time.perf_counter() - t
 
     def apply(self, op: int, res: Any, seconds: float, tau: float) -> tuple[float, bool]:
@@ -291,6 +326,7 @@ def run_lns(
     decide_s = 0.0
     interrupted = False
     submip_s = loop_s = init_end = 0.0
+    fixed_costs: list[float] = []  # seconds outside optimize() per iteration (amortisation)
     try:
         if asel is not None:
             asel.submit(s.context())  # the first choice is made during the initial SCIP run
@@ -308,6 +344,15 @@ def run_lns(
         loop_start = init_end = s.now()
         while not interrupted and s.now() < cfg.time_limit - 0.02:
             it_start = s.now()
+            left = cfg.time_limit - s.now()
+            tau = min(cfg.amortised_tau(fixed_costs), left)
+            if fixed_costs and left < 2 * tau and cfg.submip_time <= 0 < cfg.overhead_share:
+                # The rule's tail: a last sub-MIP shorter than the amortised limit would pay the
+                # full fixed cost for a fraction of the search, so this one takes what is left.
+                tau = left
+            if tau < 0.02:
+                break  # before the selection, so a fallback is never counted for no iteration
+            tp = time.perf_counter()
             ctx = s.context()
             used_fallback = False
             if asel is None:
@@ -321,14 +366,14 @@ def run_lns(
                     fallbacks += 1
                     used_fallback = True
                 op = answer
-            tau = min(cfg.tau, cfg.time_limit - s.now())
-            if tau < 0.02:
-                break
+            tau = max(0.01, min(tau, cfg.time_limit - s.now()))
             if asel is not None:
                 s.count[op] += 1  # the selector sees that op is now running
                 asel.submit(s.context())
                 s.count[op] -= 1
+            s.charge("select", tp)
             res, seconds = s.try_op(op, tau)
+            tp = time.perf_counter()
             submip_s += res.solve_s
             interrupted = s.solver.interrupted
             r_b, improved = s.apply(op, res, seconds, tau)
@@ -351,13 +396,17 @@ def run_lns(
                         "improved": improved,
                         "reward": s.history[-1].reward,
                         "fallback": used_fallback,
+                        "tau": tau,
                     }
                 )
+            s.charge("bookkeeping", tp)
+            fixed_costs.append(max(0.0, s.now() - it_start - res.solve_s))
         loop_s = s.now() - loop_start
         clean = True
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        s.solver.close()
         if asel is not None:
             asel.close(keep=clean)  # after a failure the worker is stopped, not reused
             if fallbacks:
@@ -388,6 +437,7 @@ def run_lns(
             "dual_bound": s.inst.sense * s.dual if np.isfinite(s.dual) else None,
             "config": asdict(cfg),
             "submip_breakdown_s": dict(s.solver.breakdown),
+            "loop_breakdown_s": dict(s.phases),
             "reduced": s.solver.reduced,
             "init_end_s": init_end,
             "worker_startup_s": startup_s,

@@ -44,44 +44,53 @@ def collect(
         for j, path in enumerate(paths):
             cfg = LnsConfig(time_limit, seed=seed + j)
             s = _Search(path, ops, cfg, time.perf_counter())
-            s.start()
-            if s.x is None:
-                continue
-            for _ in range(states):
-                if s.now() >= cfg.time_limit - 0.05:
-                    break
-                ctx = s.context()
-                tau = min(cfg.tau, cfg.time_limit - s.now())
-                fork_start = time.perf_counter()
-                results = []
-                for o in range(len(ops)):
-                    res, sec = s.try_op(o, tau)
-                    results.append((res, sec))
-                rewards = [
-                    (s.f - (r.obj if r.x is not None else s.f))
-                    / max(abs(s.f), 1e-9)
-                    / max(sec, 1e-3)
-                    for r, sec in results
-                ]
-                best = int(np.argmax(rewards))
-                spent = time.perf_counter() - fork_start
-                s.uncharged += spent - results[best][1]
-                s.apply(best, results[best][0], results[best][1], tau)
-                writer.write(
-                    {
-                        "instance": Path(path).name,
-                        "state": n,
-                        "context": context_to_json(ctx),
-                        "features": ctx.features().tolist(),
-                        "prompt": ctx.prompt(),
-                        "text": ctx.text(),
-                        "rewards": rewards,
-                        "label": best,
-                    }
-                )
-                n += 1
+            try:
+                n = _label(s, len(ops), cfg, states, n, path, writer)
+            finally:
+                s.solver.close()  # stops its freeing thread (reduced sub-MIPs)
             if log:
                 log(f"{Path(path).name}: {s.iteration} oracle states")
+    return n
+
+
+def _label(
+    s: _Search, n_ops: int, cfg: LnsConfig, states: int, n: int, path: Any, writer: Any
+) -> int:
+    """Label up to ``states`` states of one instance's search; returns the running count."""
+    s.start()
+    if s.x is None:
+        return n
+    for _ in range(states):
+        if s.now() >= cfg.time_limit - 0.05:
+            break
+        ctx = s.context()
+        tau = min(cfg.tau, cfg.time_limit - s.now())
+        fork_start = time.perf_counter()
+        results = []
+        for o in range(n_ops):
+            res, sec = s.try_op(o, tau)
+            results.append((res, sec))
+        rewards = [
+            (s.f - (r.obj if r.x is not None else s.f)) / max(abs(s.f), 1e-9) / max(sec, 1e-3)
+            for r, sec in results
+        ]
+        best = int(np.argmax(rewards))
+        spent = time.perf_counter() - fork_start
+        s.uncharged += spent - results[best][1]
+        s.apply(best, results[best][0], results[best][1], tau)
+        writer.write(
+            {
+                "instance": Path(path).name,
+                "state": n,
+                "context": context_to_json(ctx),
+                "features": ctx.features().tolist(),
+                "prompt": ctx.prompt(),
+                "text": ctx.text(),
+                "rewards": rewards,
+                "label": best,
+            }
+        )
+        n += 1
     return n
 
 

@@ -9,7 +9,9 @@ the neighbourhood, not to the model (the 5% overhead budget on 100k-variable ins
 
 from __future__ import annotations
 
+import queue
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +95,12 @@ class SubMipSolver:
         #: ``bench``.
         self.breakdown: dict[str, float] = {}
         self._lp: Any = None  # pall_lns.reduced.LpText, built at the first reduced sub-MIP
-        self._sub: Any = None  # the one reused sub-SCIP of reduced sub-MIPs
+        #: The two reused sub-SCIPs of reduced sub-MIPs, used in turn (:meth:`_sub_scip`), and
+        #: the thread freeing the idle one's last problem while the other one solves.
+        self._subs: list[Any] = []
+        self._turn = 0
+        self._frees: queue.Queue[Any] | None = None  # to the freeing thread (None: stop)
+        self._freer_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ helpers
     def _values(self, sol: Any, idx: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -283,21 +290,71 @@ class SubMipSolver:
         return self.solve_fixed(free, x_inc, time_limit, hamming, fix_to=fix_to,
                                 proximity=proximity)  # fmt: skip
 
-    def _sub_scip(self) -> Any:
-        """The one SCIP instance every reduced sub-MIP is read into (created at the first).
+    def _new_sub(self) -> Any:
+        sub = self.scip.Model()
+        sub.hideOutput()
+        sub.setIntParam("parallel/maxnthreads", 1)
+        sub.setIntParam("lp/threads", 1)
+        sub.setBoolParam("misc/catchctrlc", True)
+        sub.setIntParam("randomization/randomseedshift", self.seed)
+        return sub
 
-        Reading a problem into it replaces the last one (``freeProb``: about a millisecond);
-        a fresh ``Model()`` per sub-MIP cost 0.16-0.19 s to free on 100k-variable runs, as SCIP
-        tears down and rebuilds its plugins. Parameters are set once; they survive freeProb."""
-        if self._sub is None:
-            sub = self.scip.Model()
-            sub.hideOutput()
-            sub.setIntParam("parallel/maxnthreads", 1)
-            sub.setIntParam("lp/threads", 1)
-            sub.setBoolParam("misc/catchctrlc", True)
-            sub.setIntParam("randomization/randomseedshift", self.seed)
-            self._sub = sub
-        return self._sub
+    def _sub_scip(self) -> Any:
+        """The sub-SCIP this reduced sub-MIP is read into: two reused instances, in turn.
+
+        Reading a problem into a reused SCIP needs the last one freed first (``freeProb``); a
+        fresh ``Model()`` per sub-MIP cost 0.16-0.19 s on 100k-variable runs, as SCIP tears
+        down and rebuilds its plugins, but ``freeProb`` of a solved 20-50k-column sub-MIP still
+        costs 0.1-0.3 s (its transformed problem, LP, cuts and tree), on the critical path of
+        every iteration. With two instances, the one that solved the previous sub-MIP is freed
+        by a thread (:meth:`_free_in_background`) while this one solves under
+        ``optimizeNogil`` (SCIP without the GIL), so the freeing overlaps the search instead of
+        adding to it; only a free that outlasts the next solve is waited for (timed as
+        ``scip_free``). Separate SCIP instances share no solver state, so this is safe.
+        Parameters are set once; they survive ``freeProb``."""
+        while len(self._subs) < 2:
+            self._subs.append(self._new_sub())
+        self._join_free()
+        return self._subs[self._turn]
+
+    def _join_free(self) -> None:
+        if self._frees is not None:
+            self._frees.join()
+
+    @staticmethod
+    def _freer(jobs: queue.Queue[Any]) -> None:
+        while (sub := jobs.get()) is not None:
+            try:
+                sub.freeProb()
+            finally:
+                jobs.task_done()
+        jobs.task_done()
+
+    def _free_in_background(self, sub: Any) -> None:
+        """Queue ``sub``'s solved problem to the freeing thread (waited for before its next use).
+
+        The thread is started once and woken through a queue: ``freeProb`` holds the GIL, so a
+        thread started per job would make ``Thread.start()`` wait out the whole free before
+        the caller reaches ``optimizeNogil``. Queued just before the solve, the free takes the
+        GIL only once the caller has released it inside SCIP."""
+        self._join_free()
+        if sub.getStage() == 0 or not (sub.getNVars() or sub.getNConss()):
+            return
+        if self._frees is None:
+            self._frees = queue.Queue()
+            self._freer_thread = threading.Thread(
+                target=self._freer, args=(self._frees,), name="pall-free", daemon=True
+            )
+            self._freer_thread.start()
+        self._frees.put(sub)
+
+    def close(self) -> None:
+        """Wait for a background free and stop the freeing thread (the solver's SCIPs are
+        released with the object)."""
+        if self._frees is not None and self._freer_thread is not None:
+            self._frees.put(None)
+            self._freer_thread.join()
+            self._frees = self._freer_thread = None
 
     def solve_reduced(
         self,
@@ -364,10 +421,10 @@ class SubMipSolver:
             )
             tr = time.perf_counter()
             bd["write"] = bd.get("write", 0.0) + tr - tick
-            sub = self._sub_scip()
+            sub = self._sub_scip()  # waits for a background free still running on it
             try:
-                if sub.getNVars() or sub.getNConss():
-                    sub.freeProb()
+                if sub.getStage() != 0 and (sub.getNVars() or sub.getNConss()):
+                    sub.freeProb()  # only if the background free was not started
                 tf = time.perf_counter()
                 bd["scip_free"] = bd.get("scip_free", 0.0) + tf - tr
                 sub.readProblem(lp_path)
@@ -384,7 +441,11 @@ class SubMipSolver:
             sub.setRealParam("limits/time", max(0.01, time_limit - (time.perf_counter() - t0)))
             t1 = time.perf_counter()
             bd["scip_read"] = bd.get("scip_read", 0.0) + t1 - tf
-            sub.optimize()
+            # The other sub-SCIP's last problem is freed while this one solves.
+            self._free_in_background(self._subs[1 - self._turn])
+            self._turn = 1 - self._turn
+            t1 = time.perf_counter()
+            sub.optimizeNogil()
             t2 = time.perf_counter()
             solve_s = t2 - t1
             bd["scip_presolve"] = bd.get("scip_presolve", 0.0) + float(sub.getPresolvingTime())
@@ -406,8 +467,8 @@ class SubMipSolver:
                 x_new = x_inc
             tb = time.perf_counter()
             bd["read_back"] = bd.get("read_back", 0.0) + tb - t2
-            # The solved problem stays in the sub-SCIP until the next read replaces it: its
-            # freeing is timed there (scip_free).
+            # The solved problem stays in this sub-SCIP until the other one's next solve, when
+            # it is freed in the background; waiting for that free is timed as scip_free.
         obj = inst.objective(x_new)
         if not obj < f_inc - 1e-9 * max(1.0, abs(f_inc)):
             return SubMipResult(status, None, f_inc, solve_s, time.perf_counter() - t0 - solve_s)
