@@ -20,10 +20,13 @@ CLAIMS = {
     "gflownet_most_diverse",
     "gflownet_more_diverse_than_dpo",
     "no_false_violations",
+    "premise_lm_target_has_bugs",
+    "smaller_auditor_finds_bugs",
+    "smaller_zero_shot_finds_bugs",
 }
 # A small demo: an auditor pre-trained a few steps, one training step per objective.
 SMALL = ["--quick", "--pretrain-steps", "3", "--train-steps", "1", "--eval-per-domain", "1",
-         "--plausibility", "trigram", "--turn-tokens", "8", "--seeds", "0,1",
+         "--plausibility", "trigram", "--turn-tokens", "8", "--seeds", "0,1", "--target-steps", "2",
          "--no-progress"]  # fmt: skip
 
 
@@ -60,17 +63,27 @@ def test_demo_writes_valid_results_with_the_claims(demo_dir):
         "premise_zero_shot_finds_bugs",
         "premise_zero_shot_headroom",
     ]
+    done: dict[str, Claim] = {}
     for claim in results.claims:
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs,
-            claim.margin, exact=claim.exact,
+            claim.margin, exact=claim.exact, requires=[done[r] for r in claim.requires],
         )  # fmt: skip
+        done[claim.id] = again
         assert again.verdict == claim.verdict
     row = results.row("grpo", "violations_per_episode", "eval")
     assert sorted(row.seeds) == ["0", "1"]  # per-seed values: claims are paired
     systems = {r.system for r in results.rows}
     assert {"zero-shot", "grpo", "dpo", "gflownet", "random-templates"} <= systems
     assert sum(s.startswith("scripted:") for s in systems) == 5
+    # the tiny-LM target arm: its bug rate, and the two smaller auditors against it per seed
+    assert results.row("lm-target", "bug_rate", "eval").n > 0
+    lm_params = results.row("lm-target", "parameters").value
+    assert lm_params > results.row("zero-shot", "parameters").value
+    for system in ("zero-shot@lm-target", "grpo@lm-target"):
+        assert sorted(results.row(system, "bugs_found", "eval").seeds) == ["0", "1"]
+    claim = next(c for c in results.claims if c.id == "smaller_auditor_finds_bugs")
+    assert claim.requires == ("premise_lm_target_has_bugs",)
     card = json.loads((demo_dir / "cost_card.json").read_text())
     assert card["calls"] > 0
     assert card["completion_tokens"] > 0
@@ -106,7 +119,8 @@ def test_bad_out_path_is_a_one_line_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "flag", ["--train-steps", "--eval-per-domain", "--pretrain-steps", "--turn-tokens"]
+    "flag",
+    ["--train-steps", "--eval-per-domain", "--pretrain-steps", "--turn-tokens", "--target-steps"],
 )
 def test_impossible_numbers_are_refused(tmp_path, capsys, flag):
     with pytest.raises(SystemExit) as exc:

@@ -38,11 +38,17 @@ cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
 FULL: dict[str, Any] = {
     "pretrain_steps": 1500, "train_steps": 20, "scenarios_per_step": 2, "group_size": 4,
     "eval_per_domain": 24, "eval_db_seeds": [900, 901], "turn_tokens": 32,
+    "target_steps": 400,
 }  # fmt: skip
 QUICK: dict[str, Any] = {
     "pretrain_steps": 60, "train_steps": 1, "scenarios_per_step": 1, "group_size": 2,
     "eval_per_domain": 3, "eval_db_seeds": [900], "turn_tokens": 32,
+    "target_steps": 20,
 }  # fmt: skip
+#: The auditors that play against the tiny-LM target (fixed before the reported run): the
+#: zero-shot auditor and the GRPO auditor (trained against the rule agents), both smaller than
+#: the target.
+LM_TARGET_AUDITORS = ("zero-shot", "grpo")
 #: The database seed on which the best scripted strategy is chosen (never reported).
 VALIDATION_DB_SEED = 800
 METRICS = ("violations_per_episode", "yield_per_call", "plausibility", "category_coverage",
@@ -73,6 +79,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         help="most tokens (words) the model auditor writes per turn (default 32)",
+    )
+    p.add_argument(
+        "--target-steps",
+        type=positive_int,
+        default=None,
+        help="training steps of the tiny-LM target (default 400, --quick 20; cached)",
     )
     p.add_argument(
         "--trainer",
@@ -127,6 +139,7 @@ def demo(run: Run) -> Report:
     from paperstack.report import bar_chart
     from probe_audit.auditors import ModelAuditor
     from probe_audit.evaluate import audit, make_reward
+    from probe_audit.lm_target import bug_rates, lm_targets, pretrained_target
     from probe_audit.reward import ViolationArchive
     from probe_audit.strategies import STRATEGIES, RandomTemplateAuditor, ScriptedAuditor
     from probe_audit.toy import pretrained_auditor
@@ -143,6 +156,8 @@ def demo(run: Run) -> Report:
         proto["eval_per_domain"] = run.args.eval_per_domain
     if run.args.turn_tokens is not None:
         proto["turn_tokens"] = run.args.turn_tokens
+    if run.args.target_steps is not None:
+        proto["target_steps"] = run.args.target_steps
     seeds = list(run.seeds)
     worlds, targets = _worlds(bugs=True)
     _, clean_targets = _worlds(bugs=False)
@@ -156,6 +171,20 @@ def demo(run: Run) -> Report:
     per_domain = int(proto["eval_per_domain"])
     ledger = CostLedger()
 
+    # The tiny-LM target: trained (cached) on the planted rule agents' dialogues, so its bugs
+    # are learned behaviour; what there is to find is its bug rate on the triggering requests.
+    run.log(f"training the tiny-LM target ({proto['target_steps']} steps; cached)")
+    target_model, target_tokenizer = pretrained_target(
+        int(proto["target_steps"]), progress=run.show_progress
+    )
+    torch.set_num_threads(1)
+    target_ledger = CostLedger()
+    lm = lm_targets(target_model, target_tokenizer, ledger=target_ledger)
+    target_params = sum(p.numel() for p in target_model.parameters())
+    started = time.perf_counter()
+    rates = bug_rates(lm, worlds, targets, eval_seeds, per_domain)
+    lm_seconds = time.perf_counter() - started
+
     # The best scripted strategy, chosen on a validation database that is never reported.
     val = {s: audit(ScriptedAuditor(s, 0), worlds, targets, [VALIDATION_DB_SEED], per_domain, None)
            for s in STRATEGIES}  # fmt: skip
@@ -166,6 +195,17 @@ def demo(run: Run) -> Report:
     false_total = 0
     checked_total = 0
     trained_seconds: dict[str, list[float]] = {o: [] for o in OBJECTIVES}
+
+    def record_lm(system: str, seed: int, score: Any) -> None:
+        """An auditor against the LM target: its ground truth comes from the checkers, so its
+        violations never count toward the checkers' precision; the ones no triggered planted
+        bug explains are the model's own errors."""
+        for metric, value in _score_row_values(score).items():
+            if metric in ("violations_per_episode", "bugs_found", "distinct_rules"):
+                values.setdefault(f"{system}@lm-target", {}).setdefault(metric, {})[seed] = value
+        values[f"{system}@lm-target"].setdefault("unplanted_violations_per_episode", {})[seed] = (
+            score.false_violations / max(1, score.episodes)
+        )
 
     def record(system: str, seed: int, score: Any) -> None:
         nonlocal false_total, checked_total
@@ -186,6 +226,9 @@ def demo(run: Run) -> Report:
                 max_turn_tokens=int(proto["turn_tokens"]),
             )
             record("zero-shot", seed, audit(zero, worlds, targets, eval_seeds, per_domain, plaus))
+            t0 = time.perf_counter()
+            record_lm("zero-shot", seed, audit(zero, worlds, lm, eval_seeds, per_domain, None))
+            lm_seconds += time.perf_counter() - t0
             for objective in OBJECTIVES:
                 auditor = ModelAuditor(
                     copy.deepcopy(base_model),
@@ -218,6 +261,11 @@ def demo(run: Run) -> Report:
                 record(
                     objective, seed, audit(auditor, worlds, targets, eval_seeds, per_domain, plaus)
                 )
+                if objective in LM_TARGET_AUDITORS:
+                    t0 = time.perf_counter()
+                    score = audit(auditor, worlds, lm, eval_seeds, per_domain, None)
+                    record_lm(objective, seed, score)
+                    lm_seconds += time.perf_counter() - t0
                 bar.advance()
             for s in STRATEGIES:
                 score = audit(
@@ -247,6 +295,17 @@ def demo(run: Run) -> Report:
     rows.append(Row(system="checkers", metric="false_violations", value=float(false_total),
                     n=checked_total, split="eval"))  # fmt: skip
     vpe = "violations_per_episode"
+    hits = sum(h for h, _ in rates.values())
+    triggered = sum(n for _, n in rates.values())
+    rows.append(Row.proportion("lm-target", "bug_rate", hits, max(1, triggered), split="eval"))
+    for bug, (h, n) in rates.items():
+        if n:
+            rows.append(Row.proportion("lm-target", f"bug_rate:{bug}", h, n, split="eval"))
+    rows.append(Row(system="lm-target", metric="fill_errors",
+                    value=float(sum(t.fill_errors for t in lm.values())),
+                    n=sum(t.calls for t in lm.values()), split="eval"))  # fmt: skip
+    rows.append(Row(system="lm-target", metric="parameters", value=float(target_params)))
+    rows.append(Row(system="zero-shot", metric="parameters", value=float(params)))
 
     def key(system: str, metric: str) -> tuple[str, str, str]:
         return (system, metric, "eval")
@@ -263,6 +322,11 @@ def demo(run: Run) -> Report:
                                split="eval"))  # fmt: skip
     rows.append(Row.proportion("zero-shot", "seeds_missing_a_bug", missed_some, len(zero_bugs),
                                split="eval"))  # fmt: skip
+    for system in LM_TARGET_AUDITORS:
+        found = values[f"{system}@lm-target"]["bugs_found"]
+        rows.append(Row.proportion(f"{system}@lm-target", "seeds_finding_a_bug",
+                                   sum(1 for v in found.values() if v > 0), len(found),
+                                   split="eval"))  # fmt: skip
     premises = [
         Claim.compare(
             "premise_zero_shot_finds_bugs",
@@ -277,6 +341,12 @@ def demo(run: Run) -> Report:
             rows, key("zero-shot", "seeds_missing_a_bug"), "gt", 0.5,
         ),
     ]  # fmt: skip
+    lm_premise = Claim.compare(
+        "premise_lm_target_has_bugs",
+        "premise: the tiny-LM target reproduces planted bugs on the requests that set them "
+        "off in the planted rule agent (pooled bug rate > 0)",
+        rows, key("lm-target", "bug_rate"), "gt", 0.0,
+    )  # fmt: skip
     claims = [
         *premises,
         Claim.compare(
@@ -315,6 +385,24 @@ def demo(run: Run) -> Report:
             rows, key("gflownet", "distinct_rules"), "gt", key("dpo", "distinct_rules"),
             requires=premises,
         ),
+        lm_premise,
+        Claim.compare(
+            "smaller_auditor_finds_bugs",
+            f"an auditor smaller than the target finds planted bugs in it: the GRPO auditor "
+            f"({params:,} parameters, trained against the rule agents) finds at least one "
+            f"planted bug in the tiny-LM target ({target_params:,} parameters) on most seeds "
+            "(share of seeds > 0.5)",
+            rows, key("grpo@lm-target", "seeds_finding_a_bug"), "gt", 0.5,
+            requires=[lm_premise],
+        ),
+        Claim.compare(
+            "smaller_zero_shot_finds_bugs",
+            f"the zero-shot auditor ({params:,} parameters) finds at least one planted bug in "
+            f"the tiny-LM target ({target_params:,} parameters) on most seeds (share of seeds "
+            "> 0.5)",
+            rows, key("zero-shot@lm-target", "seeds_finding_a_bug"), "gt", 0.5,
+            requires=[lm_premise],
+        ),
         Claim.compare(
             "no_false_violations",
             "checker precision 1.0: no violation that no planted bug explains, over every "
@@ -327,6 +415,14 @@ def demo(run: Run) -> Report:
     config: dict[str, Any] = {
         **proto,
         "auditor_parameters": params,
+        "lm_target": {
+            "parameters": target_params,
+            "steps": proto["target_steps"],
+            "auditors": list(LM_TARGET_AUDITORS),
+            "bug_rates": {k: list(v) for k, v in rates.items()},
+            "seconds": round(lm_seconds, 2),
+            "cost_card": target_ledger.to_json(),
+        },
         "best_scripted_on_validation": best_scripted,
         "validation_db_seed": VALIDATION_DB_SEED,
         "plausibility": run.args.plausibility,
@@ -357,6 +453,11 @@ def demo(run: Run) -> Report:
             if run.args.trainer == "trl"
             else "All three objectives use the package's own losses. "
         )
+        + f"The zero-shot and GRPO auditors also play the same scenarios against a tiny-LM target "
+        f"({target_params:,} parameters, {proto['target_steps']} training steps on the planted "
+        "rule agents' dialogues, delexicalised: the model picks the action, a wrapper copies the "
+        "ids and does the cap arithmetic), whose bug rate on the triggering requests is "
+        "measured first. "
         + "Claims are paired over seeds; the method claims rest on the two premise claims. "
         "Toy scale, shared 2-core CPU."
     )
