@@ -23,7 +23,7 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,12 +150,15 @@ def train_rl_policy(
     workdir: str | os.PathLike[str] | None = None,
     on_step: Callable[[int, float], None] | None = None,
     save_to: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> tuple[Any, RLResult]:
     """An RLOO-trained copy of ``reference`` (left untouched) and how training went.
 
     trl builds its frozen reference from the model's ``name_or_path``, so the reference is
     saved to a working directory first and the copy points there. ``save_to`` saves the policy
     (and tokenizer) there; under ``accelerate launch`` only the main process writes.
+    ``callbacks`` are more transformers ``TrainerCallback``s, e.g. to measure the policy at
+    checkpoints of one run (``benchmarks/lm_longer_rl.py``) instead of retraining per length.
     """
     from transformers import PrinterCallback
     from trl import RLOOConfig, RLOOTrainer
@@ -218,7 +221,7 @@ def train_rl_policy(
                 args=config,
                 train_dataset=dataset,
                 processing_class=tokenizer,
-                callbacks=[rule.callback()],
+                callbacks=[rule.callback(), *callbacks],
             )
             trainer.remove_callback(PrinterCallback)  # our callback reports progress instead
             trainer.train()
