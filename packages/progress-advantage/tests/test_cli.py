@@ -197,6 +197,67 @@ def test_best_of_n_out_directory_is_a_one_line_error(tmp_path, capsys):
     assert "is a directory" in err
 
 
+def test_every_reading_command_refuses_bad_files_in_one_line(tmp_path, capsys):
+    good = _scored_file(tmp_path / "s.jsonl", [[0.1, 0.2], [0.3, -0.1]])
+    line = good.read_text().splitlines()[0]
+    (tmp_path / "trunc.jsonl").write_text(line + "\n" + line[:40])
+    (tmp_path / "schema.jsonl").write_text(json.dumps({"id": 1, "messages": "x"}) + "\n")
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "dir.jsonl").mkdir()
+    cases = {
+        "trunc.jsonl": "line 2: truncated",
+        "schema.jsonl": "line 1: field 'messages'",
+        "empty.jsonl": "holds no trajectories",
+        "dir.jsonl": "cannot read",
+        "missing.jsonl": "no such file",
+    }
+    for command in ("best-of-n", "uq", "attribute"):
+        for name, needle in cases.items():
+            with pytest.raises(SystemExit) as exc:
+                main([command, "--in", str(tmp_path / name)])
+            assert exc.value.code == 2, (command, name)
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1, (command, name, err)
+            assert needle in err, (command, name, err)
+
+
+def test_uses_check_out_before_reading(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for command in ("best-of-n", "uq", "attribute"):
+        # the input does not even exist: --out is checked first, so its error is the one shown
+        with pytest.raises(SystemExit) as exc:
+            main([command, "--in", str(tmp_path / "none.jsonl"), "--out", str(blocker / "o")])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1
+        assert f"--out {blocker / 'o'}: {blocker} exists and is not a directory" in err
+
+
+def test_score_checks_out_and_models_before_any_work(tmp_path, models, capsys):
+    data = _data(tmp_path / "t.jsonl")
+    argv = ["score", "--policy", str(models / "policy"), "--reference",
+            str(models / "reference"), "--in", str(data)]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "--out" in capsys.readouterr().err
+    argv[2] = str(data)  # a file where a model folder belongs
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(tmp_path / "o.jsonl")])
+    err = capsys.readouterr().err.strip()
+    assert err == f"progress-advantage: error: --policy {data}: is a file, not a model directory"
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_train_policy_names_a_missing_reference(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train-policy", "--reference", str(tmp_path / "nope"), "--out", str(tmp_path / "p")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"progress-advantage: error: --reference {tmp_path / 'nope'}: no such directory"
+
+
 def test_nan_step_scores_are_refused(tmp_path, capsys):
     scored = _scored_file(tmp_path / "s.jsonl", [[0.1, 0.2], [0.3, -0.1]])
     lines = scored.read_text().splitlines()

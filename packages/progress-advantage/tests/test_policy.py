@@ -132,8 +132,17 @@ def test_train_rl_policy_runs_trl_and_moves_the_policy(micro, tmp_path):
         window=1,
     )
     from digit_task import DigitRewardArithmetic
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):  # an extra callback sees the model being trained
+        def __init__(self):
+            self.models = []
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            self.models.append((state.global_step, model))
 
     seen = []
+    extra = Steps()
     policy, result = train_rl_policy(
         reference,
         tok,
@@ -142,9 +151,12 @@ def test_train_rl_policy_runs_trl_and_moves_the_policy(micro, tmp_path):
         seed=0,
         on_step=lambda k, j: seen.append((k, j)),
         save_to=tmp_path / "policy",
+        callbacks=[extra],
     )
     assert result.steps == 2
     assert [k for k, _ in seen] == [1, 2]
+    assert [k for k, _ in extra.models] == [1, 2]
+    assert all(m is policy for _, m in extra.models)
     moved = sum(
         float((p - q).abs().sum())
         for p, q in zip(policy.parameters(), reference.parameters(), strict=True)

@@ -119,3 +119,19 @@ def test_merged_reference_interpolates_weights(micro):
     assert 0.05 < changed < 0.15
     with pytest.raises(ProgressAdvantageError, match="alpha"):
         merged_reference(policy, reference, 1.5)
+
+
+def test_authors_single_vector_merges_reduce_as_documented(micro):
+    policy, reference, _ = micro
+    pairs = [
+        (merged_reference(policy, reference, 0.7, "emr"), merged_reference(policy, reference, 0.7)),
+        (
+            merged_reference(policy, reference, 0.7, "dare_ties", density=0.3, seed=4),
+            merged_reference(policy, reference, 0.7, "dare_linear", density=0.3, seed=4),
+        ),
+    ]
+    for alias, base in pairs:
+        for a, b in zip(alias.parameters(), base.parameters(), strict=True):
+            torch.testing.assert_close(a, b)
+    with pytest.raises(ProgressAdvantageError, match="merge method 'slerp'"):
+        merged_reference(policy, reference, 0.5, "slerp")

@@ -53,7 +53,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "--sft-steps",
         type=positive_int,
         default=None,
-        help="SFT steps of the toy reference on the flawed teacher (default 600)",
+        help="SFT steps of the toy reference on the flawed teacher (default 800)",
     )
     p.add_argument(
         "--lm-seeds",
@@ -116,6 +116,7 @@ def train_policy_command(args: argparse.Namespace) -> int:
 
     from paperstack import tasks
     from paperstack.checkpoint import load_pretrained
+    from paperstack.progress import quiet_libraries
     from paperstack.records import atomic_write_json
     from progress_advantage.policy import RLSettings, train_rl_policy
 
@@ -123,10 +124,12 @@ def train_policy_command(args: argparse.Namespace) -> int:
         raise PaperstackError(f"--out {args.out}: exists and is not a directory")
     if args.num_generations < 2:
         raise PaperstackError("--num-generations must be >= 2 (RLOO's leave-one-out baseline)")
+    quiet_libraries()
     torch.set_num_threads(1)
     task = tasks.get(args.task)
-    reference = load_pretrained(args.reference, AutoModelForCausalLM.from_pretrained)
-    tok = load_pretrained(args.reference, AutoTokenizer.from_pretrained)
+    ref_path = _model_path("--reference", args.reference)
+    reference = load_pretrained(ref_path, AutoModelForCausalLM.from_pretrained)
+    tok = load_pretrained(ref_path, AutoTokenizer.from_pretrained)
     settings = RLSettings(
         beta=args.beta,
         learning_rate=args.lr,
@@ -204,6 +207,33 @@ def _load(name: str, device: str) -> tuple[Any, Any]:
     return model.to(device), tok
 
 
+def _model_path(flag: str, value: str) -> str:
+    """``value`` checked as the core checks ``--model`` (a missing local path fails at once
+    instead of being retried as a hub id), with the error naming this command's ``flag``."""
+    from paperstack.contract import check_model
+
+    try:
+        checked = check_model(value)
+    except PaperstackError as exc:
+        raise PaperstackError(str(exc).replace("--model", flag, 1)) from None
+    assert checked is not None  # value is a string
+    return checked
+
+
+def _check_out_file(path: Path | None, flag: str = "--out") -> None:
+    """Fail before any work when ``path`` cannot become a file (a directory, or under a file):
+    scoring a large file for minutes and then failing at the write wastes the run."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise PaperstackError(f"{flag} {path}: is a directory; name a file to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise PaperstackError(f"{flag} {path}: {parent} exists and is not a directory")
+            break
+
+
 def _models(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", required=True, help="RL policy: folder or hub id (or peft adapter)")
     p.add_argument(
@@ -216,14 +246,15 @@ def _models(p: argparse.ArgumentParser) -> None:
 
 
 def _scorer(args: argparse.Namespace) -> Any:
-    from paperstack.contract import check_model
+    from paperstack.progress import quiet_libraries
     from progress_advantage.scoring import LogRatioScorer, check_same_tokenizer
 
+    quiet_libraries()
     device = check_device(args.device)
-    policy, tok = _load(str(check_model(args.policy)), device)
+    policy, tok = _load(_model_path("--policy", args.policy), device)
     reference = None
     if args.reference is not None:
-        reference, ref_tok = _load(str(check_model(args.reference)), device)
+        reference, ref_tok = _load(_model_path("--reference", args.reference), device)
         check_same_tokenizer(tok, ref_tok)
     return LogRatioScorer(policy, reference, tok, batch_size=getattr(args, "batch_size", 16))
 
@@ -244,6 +275,7 @@ def score(args: argparse.Namespace) -> int:
     from progress_advantage.scoring import progress_advantage
     from progress_advantage.trajectory import read_trajectories, write_trajectories
 
+    _check_out_file(args.out)
     trajs = read_trajectories(args.inp)
     scorer = _scorer(args)
     out = []
@@ -303,6 +335,7 @@ def best_of_n_command(args: argparse.Namespace) -> int:
     from progress_advantage.aggregate import aggregate_trajectory
     from progress_advantage.selection import best_of_n, group_indices
 
+    _check_out_file(args.out)
     trajs = _scored(args.inp)
     scores = [aggregate_trajectory(t.extra["step_scores"], args.traj_agg) for t in trajs]
     picks = []
@@ -331,6 +364,7 @@ def uq_command(args: argparse.Namespace) -> int:
     from progress_advantage.aggregate import aggregate_trajectory
     from progress_advantage.metrics import auroc
 
+    _check_out_file(args.out)
     trajs = _scored(args.inp)
     labelled = [t for t in trajs if t.success is not None]
     if not labelled:
@@ -371,6 +405,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
 def attribute_command(args: argparse.Namespace) -> int:
     from progress_advantage.attribution import attribute_failure
 
+    _check_out_file(args.out)
     trajs = _scored(args.inp)
     failed = [t for t in trajs if t.success is not True]
     if not failed:
@@ -415,8 +450,7 @@ def beam_command(args: argparse.Namespace) -> int:
         raise ProgressAdvantageError(f"--prompts {args.prompts}: cannot read ({exc})") from None
     if not prompts:
         raise ProgressAdvantageError(f"--prompts {args.prompts}: holds no prompts")
-    if args.out.is_dir():
-        raise PaperstackError(f"--out {args.out}: is a directory; name a file to write")
+    _check_out_file(args.out)
     scorer = _scorer(args)
     settings = BeamSettings(
         beam_width=args.beam_width,

@@ -450,9 +450,15 @@ def run_lm_seed(
     reference_accuracy = {
         f"{seed}:{k}": float(ref_data.success[g].mean()) for k, g in enumerate(ref_data.groups)
     }
+    head = headroom.get("mean-logprob")
     log(
         f"  seed {seed}: reference sample accuracy {ref_data.success.mean():.3f}; headroom: "
-        f"mean log-prob AUROC on its own samples {headroom.get('mean-logprob', float('nan')):.3f}"
+        "mean log-prob AUROC on its own samples "
+        + (
+            f"{head:.3f}"
+            if head is not None
+            else "undefined (all its samples succeeded or all failed)"
+        )
     )
     obj_ref = _label(
         task,

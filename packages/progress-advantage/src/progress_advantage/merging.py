@@ -7,8 +7,11 @@ The authors' code (``pa/merging.py``) can replace ``π_ref`` by a weight-space m
 with ``α = 0`` the reference and ``α = 1`` the policy (exactly, for ``linear``). With one task
 vector their sparsified variants reduce to: ``ties`` keeps the ``density`` fraction of ``τ``'s
 entries of largest magnitude (per tensor; sign election needs two or more task vectors), and
-``dare_linear`` keeps a random ``density`` fraction and divides by ``density``. Only
-floating-point tensors are merged; integer buffers are copied from the reference.
+``dare_linear`` keeps a random ``density`` fraction and divides by ``density``. The authors'
+two other names are accepted for the same reason: with one task vector their ``dare_ties`` is
+``dare_linear`` (the sign election has one voter) and ``emr`` is ``linear`` (the elected vector
+is ``τ`` and its rescaling factor is 1). Only floating-point tensors are merged; integer
+buffers are copied from the reference.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from progress_advantage.errors import ProgressAdvantageError
 
 __all__ = ["MERGE_METHODS", "merged_reference"]
 
-MERGE_METHODS = ("linear", "ties", "dare_linear")
+MERGE_METHODS = ("linear", "ties", "dare_linear", "dare_ties", "emr")
+#: What the authors' methods reduce to with a single (policy, reference) task vector.
+_SINGLE_VECTOR = {"dare_ties": "dare_linear", "emr": "linear"}
 
 
 def merged_reference(
@@ -40,6 +45,7 @@ def merged_reference(
         raise ProgressAdvantageError(f"merge method {method!r} is not one of {MERGE_METHODS}")
     if not 0.0 < density <= 1.0:
         raise ProgressAdvantageError(f"merge density must be in (0, 1], got {density}")
+    method = _SINGLE_VECTOR.get(method, method)
     pol = policy.state_dict()
     merged = copy.deepcopy(reference)
     gen = torch.Generator().manual_seed(seed)

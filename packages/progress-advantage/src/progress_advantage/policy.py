@@ -23,7 +23,7 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,12 +150,15 @@ def train_rl_policy(
     workdir: str | os.PathLike[str] | None = None,
     on_step: Callable[[int, float], None] | None = None,
     save_to: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> tuple[Any, RLResult]:
     """An RLOO-trained copy of ``reference`` (left untouched) and how training went.
 
     trl builds its frozen reference from the model's ``name_or_path``, so the reference is
     saved to a working directory first and the copy points there. ``save_to`` saves the policy
     (and tokenizer) there; under ``accelerate launch`` only the main process writes.
+    ``callbacks`` are more transformers ``TrainerCallback``s, e.g. to measure the policy at
+    checkpoints of one run (``benchmarks/lm_longer_rl.py``) instead of retraining per length.
     """
     from transformers import PrinterCallback
     from trl import RLOOConfig, RLOOTrainer
@@ -177,34 +180,38 @@ def train_rl_policy(
         dataset = task.to_dataset(
             task.generate(settings.train_prompts, seed=seed, split="train"), conversational=True
         )
-        config = RLOOConfig(
-            output_dir=os.path.join(tmp, "out"),
-            per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
-            num_generations=settings.num_generations,
-            max_completion_length=settings.max_completion_length,
-            max_steps=settings.max_steps,
-            learning_rate=settings.learning_rate,
-            lr_scheduler_type="constant",
-            warmup_steps=0,
-            max_grad_norm=1.0,
-            beta=settings.beta,
-            num_iterations=1,
-            normalize_advantages=False,
-            reward_clip_range=None,
-            mask_truncated_completions=False,
-            temperature=settings.temperature,
-            top_p=1.0,
-            top_k=0,
-            seed=seed,
-            data_seed=seed,
-            logging_steps=1,
-            report_to=[],
-            save_strategy="no",
-            use_cpu=True,
-            disable_tqdm=True,
-            bf16=False,
-            dataloader_num_workers=0,
-        )
+        with warnings.catch_warnings():
+            # transformers 5 deprecates a field trl 1.16's config still sets (a FutureWarning
+            # that says nothing about this run): kept out of the user's terminal.
+            warnings.simplefilter("ignore", FutureWarning)
+            config = RLOOConfig(
+                output_dir=os.path.join(tmp, "out"),
+                per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
+                num_generations=settings.num_generations,
+                max_completion_length=settings.max_completion_length,
+                max_steps=settings.max_steps,
+                learning_rate=settings.learning_rate,
+                lr_scheduler_type="constant",
+                warmup_steps=0,
+                max_grad_norm=1.0,
+                beta=settings.beta,
+                num_iterations=1,
+                normalize_advantages=False,
+                reward_clip_range=None,
+                mask_truncated_completions=False,
+                temperature=settings.temperature,
+                top_p=1.0,
+                top_k=0,
+                seed=seed,
+                data_seed=seed,
+                logging_steps=1,
+                report_to=[],
+                save_strategy="no",
+                use_cpu=True,
+                disable_tqdm=True,
+                bf16=False,
+                dataloader_num_workers=0,
+            )
         logging.getLogger("transformers").setLevel(logging.ERROR)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -214,7 +221,7 @@ def train_rl_policy(
                 args=config,
                 train_dataset=dataset,
                 processing_class=tokenizer,
-                callbacks=[rule.callback()],
+                callbacks=[rule.callback(), *callbacks],
             )
             trainer.remove_callback(PrinterCallback)  # our callback reports progress instead
             trainer.train()

@@ -117,7 +117,11 @@ class Trajectory:
         if not isinstance(messages, list) or not messages:
             raise ProgressAdvantageError(f"{where}: field 'messages' must be a non-empty list")
         for j, m in enumerate(messages):
-            if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
+            if (
+                not isinstance(m, Mapping)
+                or not isinstance(m.get("content"), str)
+                or not isinstance(m.get("role"), str)
+            ):
                 raise ProgressAdvantageError(
                     f"{where}: field 'messages[{j}]' must have string 'role' and 'content'"
                 )
@@ -141,18 +145,48 @@ class Trajectory:
                 raise ProgressAdvantageError(
                     f"{where}: field 'steps[{k}]' must be {{message, start, end}} integers"
                 ) from None
+        # Labels are checked, not coerced: bool("false") is True and str(["a"]) a group name, so
+        # a wrongly typed label would silently change every accuracy computed from it.
         success = obj.get("success")
+        if success is not None and not (
+            isinstance(success, bool) or (type(success) is int and success in (0, 1))
+        ):
+            raise ProgressAdvantageError(
+                f"{where}: field 'success' is {success!r}; expected true, false (or 1, 0) or null"
+            )
         first_error = obj.get("first_error")
+        if first_error is not None and (
+            type(first_error) is not int or not 0 <= first_error < len(steps)
+        ):
+            raise ProgressAdvantageError(
+                f"{where}: field 'first_error' is {first_error!r}; expected the index of a step "
+                f"(0..{len(steps) - 1}) or null"
+            )
+        names = {}
+        for key in ("id", "group"):
+            value = obj.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+                raise ProgressAdvantageError(
+                    f"{where}: field {key!r} is {value!r}; expected a string, an integer or null"
+                )
+            names[key] = "" if value is None else str(value)
+        answer = obj.get("answer")
+        if answer is not None and (
+            isinstance(answer, bool) or not isinstance(answer, (str, int, float))
+        ):
+            raise ProgressAdvantageError(
+                f"{where}: field 'answer' is {answer!r}; expected a string, a number or null"
+            )
         extra = {k: v for k, v in obj.items() if k not in _FIELDS}
         try:
             return cls(
                 messages=tuple(dict(m) for m in messages),
                 steps=tuple(steps),
-                id=str(obj.get("id", "")),
-                group=str(obj.get("group", "")),
+                id=names["id"],
+                group=names["group"],
                 success=None if success is None else bool(success),
-                answer=None if obj.get("answer") is None else str(obj["answer"]),
-                first_error=None if first_error is None else int(first_error),
+                answer=None if answer is None else str(answer),
+                first_error=first_error,
                 extra=extra,
             )
         except ProgressAdvantageError as exc:
