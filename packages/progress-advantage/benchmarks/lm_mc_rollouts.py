@@ -13,11 +13,13 @@ changes), the demo's RL policy at ``--beta`` (``RLSettings`` defaults: the plate
 
 - Spearman(β·Σ log π/π_ref per step, MC soft advantage) on all pairs and on the pairs whose
   MC advantage is not 0 (the gate's proposed restriction), with ``--rollouts`` and, for
-  comparison, with the first 12 of them;
+  comparison, with the first 12 of them, each with a 95% percentile interval from resampling
+  the trajectories (a trajectory's pairs share prefixes, so they are not independent);
 - the MC split-half reliability at ``rollouts/2 + rollouts/2`` (``lm_longer_rl.mc_reliability``)
   and its Spearman-Brown step-up to ``rollouts``.
 
-Writes ``mc_rollouts.json`` once the MC rollouts are done and again at the end.
+Writes ``mc_rollouts.json`` once the MC rollouts are done and again at the end (with the
+per-pair PA, MC advantage and trajectory index).
 """
 
 from __future__ import annotations
@@ -42,16 +44,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lm_longer_rl import mc_reliability
 
 
+def _cluster_interval(
+    pa: np.ndarray, adv: np.ndarray, traj: np.ndarray, keep: np.ndarray, n_boot: int = 2000
+) -> list[float]:
+    """95% percentile interval of Spearman over the kept pairs, resampling whole trajectories
+    (a trajectory's steps share a prefix chain, so pairs are not independent)."""
+    rng = np.random.default_rng(0)
+    ids = np.unique(traj)
+    rhos = []
+    for _ in range(n_boot):
+        pick = np.concatenate(
+            [np.flatnonzero((traj == t) & keep) for t in rng.choice(ids, ids.size)]
+        )
+        if pick.size > 2 and np.ptp(adv[pick]) > 0 and np.ptp(pa[pick]) > 0:
+            rhos.append(spearman(pa[pick], adv[pick]))
+    return [float(np.quantile(rhos, 0.025)), float(np.quantile(rhos, 0.975))]
+
+
 def agreement(pa: np.ndarray, mc: MCData, beta: float) -> dict[str, Any]:
     """Spearman(PA, MC) on all pairs and on the pairs whose MC soft advantage is not 0."""
-    adv = np.concatenate(mc.advantages(beta))
+    per_traj = mc.advantages(beta)
+    adv = np.concatenate(per_traj)
+    traj = np.concatenate([np.full(a.size, i) for i, a in enumerate(per_traj)])
     nonzero = np.abs(adv) >= 1e-12
     return {
         "rollouts": int(mc.rewards.shape[1]),
         "spearman_all": spearman(pa, adv),
+        "spearman_all_ci95_traj_bootstrap": _cluster_interval(pa, adv, traj, np.ones_like(nonzero)),
         "pairs_all": int(adv.size),
         "spearman_nonzero_mc": spearman(pa[nonzero], adv[nonzero]),
+        "spearman_nonzero_mc_ci95_traj_bootstrap": _cluster_interval(pa, adv, traj, nonzero),
         "pairs_nonzero_mc": int(nonzero.sum()),
+        "pairs": {"pa": pa.tolist(), "mc": adv.tolist(), "trajectory": traj.tolist()},
     }
 
 
@@ -97,7 +121,8 @@ def main() -> None:
     out["agreement"] = agreement(pa, mc, args.beta)
     out["agreement_first12"] = agreement(pa, first12, args.beta)
     out["total_seconds"] = time.perf_counter() - t0
-    print(json.dumps({k: out[k] for k in ("rl", "agreement", "agreement_first12")}), flush=True)
+    for k in ("agreement", "agreement_first12"):
+        print(k, {a: v for a, v in out[k].items() if a != "pairs"}, flush=True)
     path.write_text(json.dumps(out, indent=1))
 
 
