@@ -309,6 +309,7 @@ def test_bench_writes_overhead_rows_and_its_claim(tmp_path, capsys):
     assert claim.lhs.metric == "overhead_time_share"  # judged on its interval
     assert claim.method in ("t", "bootstrap")
     assert res.manifest.config["overhead_share_rule"] == pytest.approx(0.04)
+    assert res.manifest.config["background_free"] is True
     assert "overhead" in capsys.readouterr().out
     assert (out / "bench.md").is_file()
 

@@ -274,6 +274,33 @@ def test_reduced_sub_mips_alternate_two_scips_and_free_the_idle_one(smoke_dir):
     assert solver._freer_thread is None
 
 
+def test_without_background_free_no_thread_runs_and_answers_are_the_same(smoke_dir):
+    """``background_free=False`` (the equal-cores rows): no freeing thread is ever started, the
+    idle problem is freed on the caller's thread (timed as ``scip_free``), and the sub-MIPs give
+    the same answers as with the thread."""
+    runs = []
+    for background in (True, False):
+        solver = SubMipSolver(
+            smoke_dir / "setcover-smoke-s7.lp", reduced=True, background_free=background
+        )
+        inst = solver.inst
+        x = _incumbent(solver)
+        rng = np.random.default_rng(3)
+        objs = []
+        for _ in range(4):
+            free = np.sort(rng.choice(inst.int_idx, min(30, inst.int_idx.size), replace=False))
+            res = solver.solve(free, x, 5.0, None, inst.activity(x))
+            objs.append(res.obj)
+            if res.x is not None:
+                x = res.x
+        assert (solver._freer_thread is None) == (not background)
+        if not background:
+            assert "scip_free" in solver.breakdown
+        solver.close()
+        runs.append(objs)
+    assert runs[0] == pytest.approx(runs[1], rel=1e-9)
+
+
 def test_lp_text_leaves_out_unit_coefficients():
     from pall_lns.reduced import _term
 

@@ -71,6 +71,10 @@ class LnsConfig:
     #: that runs to its limit; capped at ``max(tau, T / 6)``. 0.04 keeps one point of margin
     #: under the 5% target for sub-MIPs that end early. 0 turns the rule off.
     overhead_share: float = 0.04
+    #: Reduced sub-MIPs: free the idle sub-SCIP's solved problem on a second thread while the
+    #: other one solves (True), or on the critical path (False: one core only, for rows that
+    #: compare methods at equal cores; :class:`~pall_lns.submip.SubMipSolver`).
+    background_free: bool = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.time_limit) and self.time_limit > 0):
@@ -159,7 +163,9 @@ class _Search:
             raise PallError("the operator ensemble is empty")
         self.cfg, self.ops, self.t0 = cfg, ops, t0
         self.rng = np.random.default_rng(cfg.seed)
-        self.solver = SubMipSolver(path, seed=cfg.seed, reduced=cfg.reduced)
+        self.solver = SubMipSolver(
+            path, seed=cfg.seed, reduced=cfg.reduced, background_free=cfg.background_free
+        )
         self.inst = self.solver.inst
         n_int = max(1, self.inst.int_idx.size)
         self.k_min = min(10, n_int)

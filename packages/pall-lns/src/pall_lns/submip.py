@@ -62,6 +62,7 @@ class SubMipSolver:
         inst: Instance | None = None,
         seed: int = 0,
         reduced: bool | None = None,
+        background_free: bool = True,
     ) -> None:
         self.scip = import_scip()
         self.model = read_scip_model(path)
@@ -101,6 +102,10 @@ class SubMipSolver:
         self._turn = 0
         self._frees: queue.Queue[Any] | None = None  # to the freeing thread (None: stop)
         self._freer_thread: threading.Thread | None = None
+        #: ``False``: no freeing thread; the idle sub-SCIP's last problem is freed on the
+        #: critical path (timed as ``scip_free``), so the search uses one core only (the
+        #: equal-cores rows of a comparison).
+        self.background_free = bool(background_free)
 
     # ------------------------------------------------------------------ helpers
     def _values(self, sol: Any, idx: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -340,6 +345,8 @@ class SubMipSolver:
         self._join_free()
         if sub.getStage() == 0 or not (sub.getNVars() or sub.getNConss()):
             return
+        if not self.background_free:
+            return  # freed in the caller's thread before its next read (solve_reduced)
         if self._frees is None:
             self._frees = queue.Queue()
             self._freer_thread = threading.Thread(
