@@ -55,7 +55,8 @@ def test_highs_in_a_child_matches_in_process_and_keeps_its_budget(tmp_path):
     child = run_highs(path, 20.0, seed=1, grace=2.0)
     assert here.status == child.status == "Optimal"
     assert child.objective == here.objective
-    assert child.timeline and all(0 <= t <= child.wall_s for t, _ in child.timeline)
+    assert child.timeline
+    assert all(0 <= t <= child.wall_s for t, _ in child.timeline)
 
 
 def test_highs_child_is_stopped_after_budget_and_grace(tmp_path):
@@ -70,7 +71,8 @@ def test_highs_child_is_stopped_after_budget_and_grace(tmp_path):
     res = run_highs(fifo, 0.5, grace=0.5)
     wall = time.perf_counter() - t
     assert res.status == "killed at the deadline"
-    assert res.objective is None and res.timeline == []
+    assert res.objective is None
+    assert res.timeline == []
     # spawn start-up (not charged) + 1 s; far under what a blocked read would take (forever)
     assert wall < 30, wall
     assert 0.9 <= res.wall_s < 30

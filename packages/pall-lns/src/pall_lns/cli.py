@@ -486,9 +486,10 @@ def _bench_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--overhead-share",
         type=_share,
-        default=0.04,
+        default=0.03,  # LnsConfig.overhead_share (tested equal)
         help="amortisation rule of the overhead run: each sub-MIP's limit is at least the "
-        "recent fixed cost per iteration over this share (0: off, limit T/20)",
+        "recent fixed cost per iteration, and its own building and reading cost, over this "
+        "share (default %(default)s; 0: off, limit T/20)",
     )
     b.add_argument(
         "--no-background-free",
