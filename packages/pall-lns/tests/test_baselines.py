@@ -45,12 +45,10 @@ def test_scip_aggressive_heuristics_is_a_different_setting(smoke_dir):
     assert res.sense == -1.0
 
 
-def test_highs_in_a_child_matches_in_process_and_keeps_its_budget(tmp_path):
-    """``grace``: HiGHS runs in a child process; on a model it handles, the answer is the one
-    it gives in-process (same seed, deterministic solver, model solved to optimality)."""
-    from pall_lns.generators import generate
-
-    path = generate("setcover", "small", 3, tmp_path).path
+def test_highs_in_a_child_matches_in_process_and_keeps_its_budget(smoke_dir):
+    """``grace``: HiGHS runs in a child process; on a model it solves, the answer is the one
+    it gives in-process (same seed, deterministic solver, solved to optimality)."""
+    path = smoke_dir / "setcover-smoke-s7.lp"
     here = run_highs(path, 20.0, seed=1)
     child = run_highs(path, 20.0, seed=1, grace=2.0)
     assert here.status == child.status == "Optimal"
