@@ -43,3 +43,34 @@ def test_scip_aggressive_heuristics_is_a_different_setting(smoke_dir):
     res = run_scip(smoke_dir / "auction-smoke-s7.lp", 1.0, aggressive=True)
     assert res.objective is not None
     assert res.sense == -1.0
+
+
+def test_highs_in_a_child_matches_in_process_and_keeps_its_budget(smoke_dir):
+    """``grace``: HiGHS runs in a child process; on a model it solves, the answer is the one
+    it gives in-process (same seed, deterministic solver, solved to optimality)."""
+    path = smoke_dir / "setcover-smoke-s7.lp"
+    here = run_highs(path, 20.0, seed=1)
+    child = run_highs(path, 20.0, seed=1, grace=2.0)
+    assert here.status == child.status == "Optimal"
+    assert child.objective == here.objective
+    assert child.timeline
+    assert all(0 <= t <= child.wall_s for t, _ in child.timeline)
+
+
+def test_highs_child_is_stopped_after_budget_and_grace(tmp_path):
+    """A HiGHS that never returns (here: reading a FIFO nobody writes, as HiGHS reading and
+    presolving a 400k-row model never reached its interrupt callbacks) is killed at budget +
+    grace, and the run says so instead of blocking the comparison for minutes."""
+    import os
+
+    fifo = tmp_path / "stuck.lp"
+    os.mkfifo(fifo)
+    t = time.perf_counter()
+    res = run_highs(fifo, 0.5, grace=0.5)
+    wall = time.perf_counter() - t
+    assert res.status == "killed at the deadline"
+    assert res.objective is None
+    assert res.timeline == []
+    # spawn start-up (not charged) + 1 s; far under what a blocked read would take (forever)
+    assert wall < 30, wall
+    assert 0.9 <= res.wall_s < 30

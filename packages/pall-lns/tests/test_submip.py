@@ -274,6 +274,33 @@ def test_reduced_sub_mips_alternate_two_scips_and_free_the_idle_one(smoke_dir):
     assert solver._freer_thread is None
 
 
+def test_without_background_free_no_thread_runs_and_answers_are_the_same(smoke_dir):
+    """``background_free=False`` (the equal-cores rows): no freeing thread is ever started, the
+    idle problem is freed on the caller's thread (timed as ``scip_free``), and the sub-MIPs give
+    the same answers as with the thread."""
+    runs = []
+    for background in (True, False):
+        solver = SubMipSolver(
+            smoke_dir / "setcover-smoke-s7.lp", reduced=True, background_free=background
+        )
+        inst = solver.inst
+        x = _incumbent(solver)
+        rng = np.random.default_rng(3)
+        objs = []
+        for _ in range(4):
+            free = np.sort(rng.choice(inst.int_idx, min(30, inst.int_idx.size), replace=False))
+            res = solver.solve(free, x, 5.0, None, inst.activity(x))
+            objs.append(res.obj)
+            if res.x is not None:
+                x = res.x
+        assert (solver._freer_thread is None) == (not background)
+        if not background:
+            assert "scip_free" in solver.breakdown
+        solver.close()
+        runs.append(objs)
+    assert runs[0] == pytest.approx(runs[1], rel=1e-9)
+
+
 def test_lp_text_leaves_out_unit_coefficients():
     from pall_lns.reduced import _term
 
@@ -281,3 +308,37 @@ def test_lp_text_leaves_out_unit_coefficients():
     assert _term(-1.0) == " - "
     assert _term(2.5) == " + 2.5 "
     assert _term(-3.0) == " - 3 "
+
+
+def test_amortisation_rule_known_answers():
+    """The loop's rule: the median fixed cost of the last three iterations over the share,
+    at least the base limit T/20, at most max(T/20, T/6); off with a share of 0 or an explicit
+    sub-MIP limit."""
+    from pall_lns.lns import LnsConfig
+
+    cfg = LnsConfig(60.0, overhead_share=0.03)
+    assert cfg.tau == 3.0
+    assert cfg.amortised_tau([]) == 3.0
+    assert cfg.amortised_tau([0.01, 0.02]) == 3.0  # cheap iterations: the base limit
+    assert cfg.amortised_tau([0.9, 0.15, 0.21]) == pytest.approx(0.21 / 0.03)
+    assert cfg.amortised_tau([5.0, 0.15, 9.0, 0.21]) == pytest.approx(0.21 / 0.03)  # median
+    assert cfg.amortised_tau([2.0, 2.0, 2.0]) == 10.0  # the cap T/6
+    assert LnsConfig(60.0, overhead_share=0.0).amortised_tau([2.0] * 3) == 3.0
+    assert LnsConfig(60.0, submip_time=1.5).amortised_tau([2.0] * 3) == 1.5
+
+
+@pytest.mark.parametrize("reduced", [True, False])
+def test_sub_mip_limit_stretched_by_its_own_cost(smoke_dir, reduced):
+    """``stretch = (share, most)``: a sub-MIP's limit is at least its own building and reading
+    cost over the share, never above ``most``; without it, the limit is the one given."""
+    solver = SubMipSolver(smoke_dir / "setcover-smoke-s7.lp", reduced=reduced)
+    inst = solver.inst
+    x = _incumbent(solver)
+    free = inst.int_idx[: min(30, inst.int_idx.size)]
+    solver.solve(free, x, 0.5, None, inst.activity(x))
+    assert solver.last_limit == 0.5
+    solver.solve(free, x, 0.5, None, inst.activity(x), stretch=(0.999, 9.0))
+    assert solver.last_limit == 0.5  # building costs far less than 0.999 * 0.5 s
+    solver.solve(free, x, 0.5, None, inst.activity(x), stretch=(1e-9, 0.8))
+    assert solver.last_limit == 0.8  # any cost over a tiny share: capped at most
+    solver.close()

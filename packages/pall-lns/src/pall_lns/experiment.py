@@ -87,14 +87,21 @@ def run_method(
     time_limit: float,
     seed: int,
     selectors: Selectors,
+    *,
+    background_free: bool = True,
+    highs_grace: float | None = None,
 ) -> RunRecord:
-    """One method on one instance for ``time_limit`` wall seconds."""
+    """One method on one instance for ``time_limit`` wall seconds.
+
+    ``background_free=False``: LNS methods free their solved sub-MIPs on the critical path
+    (one core, as the solvers get); ``highs_grace``: HiGHS runs in a child process stopped that
+    long after its budget (:func:`~pall_lns.baselines.run_highs`)."""
     t0 = time.perf_counter()
     p = Path(path)
     fam = str(read_instance_meta(p).get("family", "user"))
     if method in ("scip", "scip-aggressive", "highs"):
         if method == "highs":
-            base = run_highs(p, time_limit, t0=t0, seed=seed)
+            base = run_highs(p, time_limit, t0=t0, seed=seed, grace=highs_grace)
         else:
             base = run_scip(p, time_limit, t0=t0, seed=seed, aggressive=method != "scip")
         final = None if base.objective is None else base.sense * base.objective
@@ -103,7 +110,7 @@ def run_method(
         )
     ops = selectors.linear.ops
     sel: Any
-    cfg = LnsConfig(time_limit, seed=seed)
+    cfg = LnsConfig(time_limit, seed=seed, background_free=background_free)
     if method == "lns-random":
         sel = RandomSelector(seed)
     elif method == "lns-best-single":
@@ -116,7 +123,9 @@ def run_method(
         if selectors.lm is None:
             raise PallError(f"method {method}: no LM selector given")
         sel = selectors.lm
-        cfg = LnsConfig(time_limit, seed=seed, async_select=method == "pall")
+        cfg = LnsConfig(
+            time_limit, seed=seed, async_select=method == "pall", background_free=background_free
+        )
     else:
         raise ValueError(method)
     try:

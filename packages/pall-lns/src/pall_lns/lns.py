@@ -67,10 +67,16 @@ class LnsConfig:
     reduced: bool | None = None
     #: Amortisation rule (with ``submip_time=0``): each sub-MIP's limit is at least the fixed
     #: cost per iteration (wall time outside SCIP's ``optimize()``, median of the last three
-    #: iterations) divided by this share, so that cost stays about this share of an iteration
-    #: that runs to its limit; capped at ``max(tau, T / 6)``. 0.04 keeps one point of margin
-    #: under the 5% target for sub-MIPs that end early. 0 turns the rule off.
-    overhead_share: float = 0.04
+    #: iterations) divided by this share, and at least its own building and reading cost
+    #: divided by it, so that cost stays about this share of an iteration that runs to its
+    #: limit; capped at ``max(tau, T / 6)`` and the time left. 0.03 (0.04 in 0.2.1): sub-MIPs
+    #: that end early pay the whole fixed cost on a shorter iteration, which put 0.2.1's
+    #: loops at 5.5-6.6% on a quiet machine. 0 turns the rule off.
+    overhead_share: float = 0.03
+    #: Reduced sub-MIPs: free the idle sub-SCIP's solved problem on a second thread while the
+    #: other one solves (True), or on the critical path (False: one core only, for rows that
+    #: compare methods at equal cores; :class:`~pall_lns.submip.SubMipSolver`).
+    background_free: bool = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.time_limit) and self.time_limit > 0):
@@ -159,7 +165,9 @@ class _Search:
             raise PallError("the operator ensemble is empty")
         self.cfg, self.ops, self.t0 = cfg, ops, t0
         self.rng = np.random.default_rng(cfg.seed)
-        self.solver = SubMipSolver(path, seed=cfg.seed, reduced=cfg.reduced)
+        self.solver = SubMipSolver(
+            path, seed=cfg.seed, reduced=cfg.reduced, background_free=cfg.background_free
+        )
         self.inst = self.solver.inst
         n_int = max(1, self.inst.int_idx.size)
         self.k_min = min(10, n_int)
@@ -234,15 +242,25 @@ class _Search:
             op_count=tuple(int(v) for v in self.count),
         )
 
-    def try_op(self, op: int, tau: float) -> tuple[Any, float]:
-        """Run operator ``op`` from the current incumbent; returns (result, seconds)."""
+    def try_op(
+        self, op: int, tau: float, stretch: tuple[float, float] | None = None
+    ) -> tuple[Any, float]:
+        """Run operator ``op`` from the current incumbent; returns (result, seconds).
+        ``stretch``: see :meth:`SubMipSolver._scip_limit`."""
         assert self.x is not None
         t = time.perf_counter()
         state = State(self.x, self.x_lp, tuple(self.pool))
         nb = neighbourhood(self.ops[op], self.inst, state, self.rng, round(self.k))
         t = self.charge("neighbourhood", t)
         res = self.solver.solve(
-            nb.free, self.x, tau, nb.hamming, self.act, fix_to=nb.fix_to, proximity=nb.proximity
+            nb.free,
+            self.x,
+            tau,
+            nb.hamming,
+            self.act,
+            fix_to=nb.fix_to,
+            proximity=nb.proximity,
+            stretch=stretch,
         )
         tc = time.perf_counter()
         if res.x is not None:
@@ -372,7 +390,14 @@ def run_lns(
                 asel.submit(s.context())
                 s.count[op] -= 1
             s.charge("select", tp)
-            res, seconds = s.try_op(op, tau)
+            stretch = None
+            if cfg.submip_time <= 0 < cfg.overhead_share:
+                # the rule on this sub-MIP's own building and reading cost, known before SCIP
+                # starts; never past the cap or the budget
+                most = min(max(tau, cfg.time_limit / 6), cfg.time_limit - s.now())
+                stretch = (cfg.overhead_share, max(tau, most))
+            res, seconds = s.try_op(op, tau, stretch)
+            tau = max(tau, s.solver.last_limit)  # the limit this sub-MIP got
             tp = time.perf_counter()
             submip_s += res.solve_s
             interrupted = s.solver.interrupted

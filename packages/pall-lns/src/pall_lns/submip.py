@@ -62,6 +62,7 @@ class SubMipSolver:
         inst: Instance | None = None,
         seed: int = 0,
         reduced: bool | None = None,
+        background_free: bool = True,
     ) -> None:
         self.scip = import_scip()
         self.model = read_scip_model(path)
@@ -101,6 +102,13 @@ class SubMipSolver:
         self._turn = 0
         self._frees: queue.Queue[Any] | None = None  # to the freeing thread (None: stop)
         self._freer_thread: threading.Thread | None = None
+        #: ``False``: no freeing thread; the idle sub-SCIP's last problem is freed on the
+        #: critical path (timed as ``scip_free``), so the search uses one core only (the
+        #: equal-cores rows of a comparison).
+        self.background_free = bool(background_free)
+        #: The last sub-MIP's time limit, after :meth:`_scip_limit` (the loop records it).
+        self.last_limit = 0.0
+        self._stretch: tuple[float, float] | None = None
 
     # ------------------------------------------------------------------ helpers
     def _values(self, sol: Any, idx: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -279,16 +287,36 @@ class SubMipSolver:
         *,
         fix_to: np.ndarray | None = None,
         proximity: float | None = None,
+        stretch: tuple[float, float] | None = None,
     ) -> SubMipResult:
         """Dispatch: :meth:`solve_fixed` on the one kept model, or :meth:`solve_reduced` when
         built with ``reduced=True``. ``fix_to``: RENS fixes to the rounded LP point, not the
-        incumbent; ``proximity``: a distance objective; ``act`` is ``A x_inc`` if known."""
+        incumbent; ``proximity``: a distance objective; ``act`` is ``A x_inc`` if known;
+        ``stretch = (share, most)``: the amortisation rule on this sub-MIP's own cost
+        (:meth:`_scip_limit`). The limit it got is :attr:`last_limit`."""
+        self.last_limit = time_limit
+        self._stretch = stretch
         if self.reduced:
             return self.solve_reduced(
                 free, x_inc, time_limit, hamming, act, fix_to=fix_to, proximity=proximity
             )
         return self.solve_fixed(free, x_inc, time_limit, hamming, fix_to=fix_to,
                                 proximity=proximity)  # fmt: skip
+
+    def _scip_limit(self, time_limit: float, spent: float) -> float:
+        """SCIP's ``limits/time`` for a sub-MIP whose building and reading took ``spent`` s.
+
+        The sub-MIP's limit ``time_limit`` counts from the start of its building. With a
+        ``stretch = (share, most)``, it is raised to ``spent / share`` (at most ``most``): the
+        cost of building and reading this very sub-MIP is known before SCIP starts, so even the
+        first sub-MIPs, before the loop's rule has seen any (:meth:`LnsConfig.amortised_tau`),
+        keep it near ``share`` of their iteration."""
+        limit = time_limit
+        if self._stretch is not None:
+            share, most = self._stretch
+            limit = max(limit, min(most, spent / share))
+        self.last_limit = limit
+        return max(0.01, limit - spent)
 
     def _new_sub(self) -> Any:
         sub = self.scip.Model()
@@ -340,6 +368,8 @@ class SubMipSolver:
         self._join_free()
         if sub.getStage() == 0 or not (sub.getNVars() or sub.getNConss()):
             return
+        if not self.background_free:
+            return  # freed in the caller's thread before its next read (solve_reduced)
         if self._frees is None:
             self._frees = queue.Queue()
             self._freer_thread = threading.Thread(
@@ -438,7 +468,7 @@ class SubMipSolver:
                     sub.setObjlimit(float(np.sum(inst.c[cols] * x_inc[cols])))
                 else:
                     sub.setObjlimit(f_inc - fixed_part)
-            sub.setRealParam("limits/time", max(0.01, time_limit - (time.perf_counter() - t0)))
+            sub.setRealParam("limits/time", self._scip_limit(time_limit, time.perf_counter() - t0))
             t1 = time.perf_counter()
             bd["scip_read"] = bd.get("scip_read", 0.0) + t1 - tf
             # The other sub-SCIP's last problem is freed while this one solves.
@@ -536,7 +566,7 @@ class SubMipSolver:
             self._warm_start(x_inc)
         if proximity is None:
             m.setObjlimit(inst.sense * f_inc)
-        m.setRealParam("limits/time", max(0.01, time_limit - (time.perf_counter() - t0)))
+        m.setRealParam("limits/time", self._scip_limit(time_limit, time.perf_counter() - t0))
         t1 = time.perf_counter()
         bd["warm_start"] = bd.get("warm_start", 0.0) + t1 - tw
         m.optimize()
