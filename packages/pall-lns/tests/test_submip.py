@@ -241,24 +241,31 @@ def test_kept_model_proximity_finds_an_improving_point_as_near_as_the_reduced_on
     assert c.obj == pytest.approx(d.obj, rel=1e-6)
 
 
+def _random_sub_mips(solver: SubMipSolver, seed: int, n: int = 4) -> list[tuple[float, int]]:
+    """``n`` reduced sub-MIPs over 30 random free columns each, from a feasible incumbent that
+    every improvement replaces; returns (objective, sub-SCIP used) per sub-MIP."""
+    inst = solver.inst
+    x = _incumbent(solver)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        free = np.sort(rng.choice(inst.int_idx, min(30, inst.int_idx.size), replace=False))
+        res = solver.solve(free, x, 5.0, None, inst.activity(x))
+        assert res.status in ("optimal", "infeasible")
+        assert res.x is None or inst.is_feasible(res.x)
+        out.append((res.obj, 1 - solver._turn))  # the turn flips before each solve
+        if res.x is not None:
+            x = res.x
+    return out
+
+
 def test_reduced_sub_mips_alternate_two_scips_and_free_the_idle_one(smoke_dir):
     """Consecutive reduced sub-MIPs go to the two sub-SCIPs in turn; the one that solved the
     previous sub-MIP is freed by the background thread, and close() stops that thread."""
     import threading
 
     solver = SubMipSolver(smoke_dir / "setcover-smoke-s7.lp", reduced=True)
-    inst = solver.inst
-    x = _incumbent(solver)
-    rng = np.random.default_rng(1)
-    used = []
-    for _ in range(4):
-        free = np.sort(rng.choice(inst.int_idx, min(30, inst.int_idx.size), replace=False))
-        res = solver.solve(free, x, 5.0, None, inst.activity(x))
-        assert res.status in ("optimal", "infeasible")
-        assert res.x is None or inst.is_feasible(res.x)
-        used.append(1 - solver._turn)  # the turn flips before each solve
-        if res.x is not None:
-            x = res.x
+    used = [sub for _, sub in _random_sub_mips(solver, 1)]
     assert set(used) == {0, 1}
     assert len(solver._subs) == 2
     solver._join_free()
@@ -283,16 +290,7 @@ def test_without_background_free_no_thread_runs_and_answers_are_the_same(smoke_d
         solver = SubMipSolver(
             smoke_dir / "setcover-smoke-s7.lp", reduced=True, background_free=background
         )
-        inst = solver.inst
-        x = _incumbent(solver)
-        rng = np.random.default_rng(3)
-        objs = []
-        for _ in range(4):
-            free = np.sort(rng.choice(inst.int_idx, min(30, inst.int_idx.size), replace=False))
-            res = solver.solve(free, x, 5.0, None, inst.activity(x))
-            objs.append(res.obj)
-            if res.x is not None:
-                x = res.x
+        objs = [obj for obj, _ in _random_sub_mips(solver, 3)]
         assert (solver._freer_thread is None) == (not background)
         if not background:
             assert "scip_free" in solver.breakdown
