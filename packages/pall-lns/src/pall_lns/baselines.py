@@ -117,7 +117,7 @@ def run_highs(
             try:
                 msg = recv.recv()
             except EOFError:
-                status = "child exited without an answer" if deadline is not None else status
+                status = "child exited without an answer"
                 break
             if msg[0] == "start":  # the child's clock: its budget starts now
                 begun = time.perf_counter()
