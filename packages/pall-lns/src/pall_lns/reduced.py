@@ -11,11 +11,13 @@ sub-MIP is built from the neighbourhood alone, vectorised over the CSR/CSC matri
 - a free variable in no kept row is set to its cheaper finite bound (or keeps its value).
 
 The work is proportional to the free columns' non-zeros and the kept rows, plus O(m + n)
-mask passes. The sub-MIP reaches SCIP as LP text (:class:`LpText`): every string that does not
-depend on the neighbourhood (variable names, coefficients, bounds) is formatted once per model,
-and each sub-MIP is a gather over those token arrays and one ``str.join``, with no Python loop
-over its variables or non-zeros. Warm start and read-back go through SCIP solution files the same
-way, so no per-variable PySCIPOpt call remains in the loop.
+mask passes. The sub-MIP's variables reach SCIP as LP text (:class:`LpText`): every string that
+does not depend on the neighbourhood (variable names, coefficients, bounds) is formatted once per
+model, and each sub-MIP is a gather over those token arrays and one ``str.join``, with no Python
+loop over its variables or non-zeros. Its rows go as arrays (:meth:`LpText.row_arrays`) through
+SCIP's C API (:mod:`pall_lns.capi`), or as LP text too (:meth:`LpText.model`) where that is not
+reachable. Warm start and read-back go through SCIP solution files the same way, so no
+per-variable PySCIPOpt call remains in the loop.
 """
 
 from __future__ import annotations

@@ -422,8 +422,9 @@ class SubMipSolver:
         sub-MIP's binaries, with the row ``c x <= f(x_inc) - delta_abs``, so any solution SCIP
         finds improves the incumbent and is the nearest such one it found.
 
-        Model, warm start and answer travel as files (LP text, SCIP solution files), so the
-        Python work per sub-MIP is a few vectorised gathers, whatever its size."""
+        Variables, warm start and answer travel as files (LP text, SCIP solution files), the
+        rows as arrays through SCIP's C API (:attr:`builder`; LP text where it is ``None``),
+        so the Python work per sub-MIP is a few vectorised gathers and one call per row."""
         import os
 
         from pall_lns.reduced import LpText, reduce
