@@ -406,6 +406,7 @@ def run_lns(
             (asel if asel is not None else selector).update(ctx, op, r_b)
             if improved and on_improve:
                 on_improve(Progress(s.now(), s.inst.sense * s.f, s.iteration, s.ops[op].label))
+            tp = s.charge("bookkeeping", tp)  # before the line, so its split_s includes it
             if writer:
                 writer.write(
                     {
