@@ -29,6 +29,34 @@ def test_lns_returns_a_checked_solution_and_improving_timeline(smoke_dir, tmp_pa
     assert '"event":"final"' in lines[-1]
 
 
+@pytest.mark.parametrize("reduced", [False, True], ids=["kept", "reduced"])
+def test_trajectory_splits_each_iterations_time_outside_optimize(smoke_dir, tmp_path, reduced):
+    """Every iteration line carries ``split_s``: its phases outside ``optimize()`` add up to
+    the iteration's time outside it (up to the untimed glue between them), and the sub-MIP's
+    own building phases appear once a sub-MIP reached SCIP."""
+    import json
+
+    traj = tmp_path / "t.jsonl"
+    cfg = LnsConfig(1.5, init_frac=0.05, reduced=reduced)
+    run_lns(smoke_dir / "setcover-smoke-s7.lp", default_pool(), UCBSelector(6), cfg,
+            trajectory=traj)  # fmt: skip
+    its = [json.loads(line) for line in traj.read_text().splitlines()]
+    its = [d for d in its if d["event"] == "iteration"]
+    assert its
+    built = {"reduce", "scip_read"} if reduced else {"bounds", "warm_start"}
+    timed = total = 0.0
+    for d in its:
+        split = {k: v for k, v in d["split_s"].items() if k != "scip_presolve"}
+        outside = d["iter_s"] - d["solve_s"]
+        assert all(v > 0 for v in split.values())
+        assert sum(split.values()) <= outside + 1e-5
+        timed, total = timed + sum(split.values()), total + outside
+        if d["solve_s"] > 0:
+            assert built <= set(split)
+            assert "select" in split
+    assert timed >= 0.7 * total - 0.01  # the untimed glue between phases is small
+
+
 def test_lns_handles_maximisation_models(smoke_dir):
     path = smoke_dir / "indset-smoke-s7.lp"
     res = run_lns(path, default_pool(), RandomSelector(0), LnsConfig(1.0, init_frac=0.05))

@@ -13,11 +13,19 @@ def _incumbent(solver: SubMipSolver) -> np.ndarray:
     return x
 
 
-def _agree(path, n_trials: int, hamming: int | None = None) -> None:
-    """The reduced sub-MIP (LP text, solution files) and the bound-fixed one on the full model
-    reach the same optimum for the same neighbourhoods; both answers pass the model check."""
+@pytest.fixture(params=[True, False], ids=["c-api", "lp-text"])
+def c_api(request) -> bool:
+    """Reduced sub-MIPs' rows through SCIP's C API, or as LP text (the fallback)."""
+    return bool(request.param)
+
+
+def _agree(path, n_trials: int, hamming: int | None = None, c_api: bool | None = None) -> None:
+    """The reduced sub-MIP (variables as LP text, rows through the C API or as LP text,
+    solution files) and the bound-fixed one on the full model reach the same optimum for the
+    same neighbourhoods; both answers pass the model check."""
     fixed = SubMipSolver(path, reduced=False)
-    small = SubMipSolver(path, reduced=True)
+    small = SubMipSolver(path, reduced=True, c_api=c_api)
+    assert (small.builder is not None) == bool(c_api)
     inst = fixed.inst
     x = _incumbent(fixed)
     rng = np.random.default_rng(0)
@@ -43,13 +51,13 @@ def _agree(path, n_trials: int, hamming: int | None = None) -> None:
 
 
 @pytest.mark.parametrize("family", ["setcover", "auction", "facility", "indset"])
-def test_reduced_and_fixed_sub_mips_agree(smoke_dir, family):
-    _agree(smoke_dir / f"{family}-smoke-s7.lp", n_trials=4)
+def test_reduced_and_fixed_sub_mips_agree(smoke_dir, family, c_api):
+    _agree(smoke_dir / f"{family}-smoke-s7.lp", n_trials=4, c_api=c_api)
 
 
 @pytest.mark.parametrize("family", ["setcover", "indset"])
-def test_reduced_local_branching_agrees(smoke_dir, family):
-    _agree(smoke_dir / f"{family}-smoke-s7.lp", n_trials=3, hamming=3)
+def test_reduced_local_branching_agrees(smoke_dir, family, c_api):
+    _agree(smoke_dir / f"{family}-smoke-s7.lp", n_trials=3, hamming=3, c_api=c_api)
 
 
 def _mixed_model(path) -> None:
@@ -84,10 +92,10 @@ def _mixed_model(path) -> None:
     m.writeProblem(str(path), verbose=False)
 
 
-def test_reduced_sub_mips_on_a_mixed_model(tmp_path):
+def test_reduced_sub_mips_on_a_mixed_model(tmp_path, c_api):
     path = tmp_path / "mixed.mps"
     _mixed_model(path)
-    _agree(path, n_trials=5)
+    _agree(path, n_trials=5, c_api=c_api)
 
 
 def test_lp_text_round_trip_matches_the_reduction(tmp_path, smoke_dir):
@@ -185,12 +193,12 @@ def test_reduce_with_the_incumbent_activity_matches_the_full_pass(smoke_dir):
 
 
 @pytest.mark.parametrize("family", ["setcover", "facility"])
-def test_kept_model_rens_agrees_with_the_reduced_one(smoke_dir, family):
+def test_kept_model_rens_agrees_with_the_reduced_one(smoke_dir, family, c_api):
     """RENS fixes to other values than the incumbent's: on the kept model by bound changes
     (undone at the next sub-MIP), in the reduced one by the shifted rows; same optimum."""
     path = smoke_dir / f"{family}-smoke-s7.lp"
     kept = SubMipSolver(path, reduced=False)
-    small = SubMipSolver(path, reduced=True)
+    small = SubMipSolver(path, reduced=True, c_api=c_api)
     inst = kept.inst
     x = _incumbent(kept)
     init = kept.initial(0.5)
@@ -216,11 +224,11 @@ def test_kept_model_rens_agrees_with_the_reduced_one(smoke_dir, family):
 
 @pytest.mark.parametrize("family", ["setcover", "indset"])
 def test_kept_model_proximity_finds_an_improving_point_as_near_as_the_reduced_one(
-    smoke_dir, family
+    smoke_dir, family, c_api
 ):
     path = smoke_dir / f"{family}-smoke-s7.lp"
     kept = SubMipSolver(path, reduced=False)
-    small = SubMipSolver(path, reduced=True)
+    small = SubMipSolver(path, reduced=True, c_api=c_api)
     inst = kept.inst
     x = _incumbent(kept)
     f0 = inst.objective(x)
@@ -343,3 +351,60 @@ def test_sub_mip_limit_stretched_by_its_own_cost(smoke_dir, reduced):
     solver.solve(free, x, 0.5, None, inst.activity(x), stretch=(1e-9, 0.8))
     assert solver.last_limit == 0.8  # any cost over a tiny share: capped at most
     solver.close()
+
+
+def test_c_api_builder_can_be_turned_off_and_required(monkeypatch, smoke_dir):
+    """``PALL_SUBMIP_BUILDER=lp`` gives the LP-text rows (with the reason recorded); asking for
+    the C API where it is off is one clear error, not a silent fallback."""
+    from pall_lns import capi
+    from pall_lns.errors import PallError
+
+    monkeypatch.setattr(capi, "_state", {})
+    monkeypatch.setenv("PALL_SUBMIP_BUILDER", "lp")
+    assert capi.load() is None
+    assert capi.reason() == "PALL_SUBMIP_BUILDER=lp"
+    path = smoke_dir / "setcover-smoke-s7.lp"
+    solver = SubMipSolver(path, reduced=True)
+    assert solver.builder is None
+    assert solver.builder_reason == "PALL_SUBMIP_BUILDER=lp"
+    with pytest.raises(PallError, match="C API is not reachable: PALL_SUBMIP_BUILDER=lp"):
+        SubMipSolver(path, reduced=True, c_api=True)
+    monkeypatch.setattr(capi, "_state", {})
+    monkeypatch.delenv("PALL_SUBMIP_BUILDER")
+    assert capi.load() is not None, capi.reason()  # PySCIPOpt's libscip is found here
+
+
+def test_c_api_rows_known_answer_and_bad_arrays(tmp_path):
+    """Rows from arrays: ranged, equality and one-sided rows give the optimum of the same model
+    written as LP text; arrays that do not line up are refused before SCIP sees them."""
+    import pyscipopt
+    from pall_lns import capi
+    from pall_lns.errors import PallError
+
+    builder = capi.load()
+    assert builder is not None, capi.reason()
+    path = tmp_path / "v.lp"
+    path.write_text(
+        "Maximize\n obj: + 3 x0 + 2 x1 + 4 x2\nSubject To\nBounds\n"
+        " 0 <= x0 <= 5\n -2 <= x1 <= 4\n 0 <= x2 <= 3\nGenerals\nx0\nx1\nEnd\n"
+    )
+    m = pyscipopt.Model()
+    m.hideOutput()
+    m.readProblem(str(path))
+    ptrs = builder.var_pointers(m)
+    assert [builder.var_name(int(p)) for p in ptrs] == ["x0", "x1", "x2"]
+    # 1 <= x0 + x1 <= 6; x1 - x2 = -1; 2 x0 + x2 <= 7.5
+    builder.add_rows(m, ptrs[[0, 1, 1, 2, 0, 2]], np.array([1, 1, 1, -1, 2, 1.0]),
+                     np.array([0, 2, 4, 6]), np.array([1, -1, -np.inf]),
+                     np.array([6, -1, 7.5]))  # fmt: skip
+    assert m.getNConss() == 3
+    m.optimize()
+    # x2 = x1 + 1, so max 3 x0 + 6 x1 + 4 s.t. x0 + x1 <= 6, 2 x0 + x1 <= 6.5, x1 <= 2
+    assert m.getStatus() == "optimal"
+    assert m.getObjVal() == pytest.approx(3 * 2 + 6 * 2 + 4)
+    m.freeProb()
+    m.readProblem(str(path))
+    ptrs = builder.var_pointers(m)
+    with pytest.raises(PallError, match="different lengths"):
+        builder.add_rows(m, ptrs[[0, 1]], np.ones(3), np.array([0, 2]), np.ones(1), np.ones(1))
+    assert m.getNConss() == 0

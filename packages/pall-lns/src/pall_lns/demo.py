@@ -279,10 +279,12 @@ def bench_report(run: Run) -> Report:
         results[seed], iterations[seed] = res, its
         cfg_seed[seed] = path.name
     mode = (
-        "as reduced problems read into a second SCIP"
+        "as reduced problems in a second SCIP (variables read as LP text, rows "
+        + ("through SCIP's C API)" if all(r.stats.get("builder") == "c-api"
+                                            for r in results.values()) else "as LP text)")
         if all(r.stats["reduced"] for r in results.values())
         else "by bound changes on the one kept model"
-    )
+    )  # fmt: skip
     pooled = [(seed, r) for seed, its in iterations.items() for r in its]
     loop_s = sum(r.loop_s for r in results.values())
     outside_s = sum(r.overhead * r.loop_s for r in results.values())
@@ -312,7 +314,9 @@ def bench_report(run: Run) -> Report:
             bd[k] = bd.get(k, 0.0) + v
         for k, v in r.stats["loop_breakdown_s"].items():
             loop_bd[k] = loop_bd.get(k, 0.0) + v
-    scip_io = (bd.get("scip_read", 0.0) + bd.get("scip_free", 0.0)) / max(loop_s, 1e-9)
+    scip_io = sum(bd.get(k, 0.0) for k in ("scip_read", "scip_rows", "scip_free")) / max(
+        loop_s, 1e-9
+    )
     rows += [
         Row(system="pall", metric="scip_read_free_share", value=scip_io, n=n_iter, split=size),
         Row(system="pall", metric="lns_work_share", value=max(0.0, overhead - scip_io),
@@ -357,6 +361,8 @@ def bench_report(run: Run) -> Report:
         "loop_breakdown_s": loop_bd,
         "fallbacks": sum(r.fallbacks for r in results.values()),
         "submip": "reduced" if first.stats["reduced"] else "kept",
+        "builder": first.stats.get("builder"),
+        "builder_reason": first.stats.get("builder_reason", ""),
         "load_average": loads,
         "overhead_share_rule": share,
         "background_free": background,

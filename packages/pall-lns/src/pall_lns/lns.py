@@ -370,6 +370,7 @@ def run_lns(
                 tau = left
             if tau < 0.02:
                 break  # before the selection, so a fallback is never counted for no iteration
+            before = {**s.solver.breakdown, **s.phases}
             tp = time.perf_counter()
             ctx = s.context()
             used_fallback = False
@@ -405,6 +406,7 @@ def run_lns(
             (asel if asel is not None else selector).update(ctx, op, r_b)
             if improved and on_improve:
                 on_improve(Progress(s.now(), s.inst.sense * s.f, s.iteration, s.ops[op].label))
+            tp = s.charge("bookkeeping", tp)  # before the line, so its split_s includes it
             if writer:
                 writer.write(
                     {
@@ -422,6 +424,13 @@ def run_lns(
                         "reward": s.history[-1].reward,
                         "fallback": used_fallback,
                         "tau": tau,
+                        # this iteration's seconds outside optimize(), by phase (SCIP's
+                        # presolving is inside it, given for the reader)
+                        "split_s": {
+                            k: round(v - before.get(k, 0.0), 6)
+                            for k, v in {**s.solver.breakdown, **s.phases}.items()
+                            if k != "lp_tokens_once" and v - before.get(k, 0.0) > 0
+                        },
                     }
                 )
             s.charge("bookkeeping", tp)
@@ -464,6 +473,15 @@ def run_lns(
             "submip_breakdown_s": dict(s.solver.breakdown),
             "loop_breakdown_s": dict(s.phases),
             "reduced": s.solver.reduced,
+            # how reduced sub-MIPs' rows reach SCIP: "c-api" (pall_lns.capi) or "lp-text"
+            "builder": (
+                None
+                if not s.solver.reduced
+                else "c-api"
+                if s.solver.builder is not None
+                else "lp-text"
+            ),
+            "builder_reason": s.solver.builder_reason,
             "init_end_s": init_end,
             "worker_startup_s": startup_s,
             "worker_cpu_s": asel.worker_cpu_s if asel is not None else 0.0,

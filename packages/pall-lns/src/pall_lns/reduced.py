@@ -11,11 +11,13 @@ sub-MIP is built from the neighbourhood alone, vectorised over the CSR/CSC matri
 - a free variable in no kept row is set to its cheaper finite bound (or keeps its value).
 
 The work is proportional to the free columns' non-zeros and the kept rows, plus O(m + n)
-mask passes. The sub-MIP reaches SCIP as LP text (:class:`LpText`): every string that does not
-depend on the neighbourhood (variable names, coefficients, bounds) is formatted once per model,
-and each sub-MIP is a gather over those token arrays and one ``str.join``, with no Python loop
-over its variables or non-zeros. Warm start and read-back go through SCIP solution files the same
-way, so no per-variable PySCIPOpt call remains in the loop.
+mask passes. The sub-MIP's variables reach SCIP as LP text (:class:`LpText`): every string that
+does not depend on the neighbourhood (variable names, coefficients, bounds) is formatted once per
+model, and each sub-MIP is a gather over those token arrays and one ``str.join``, with no Python
+loop over its variables or non-zeros. Its rows go as arrays (:meth:`LpText.row_arrays`) through
+SCIP's C API (:mod:`pall_lns.capi`), or as LP text too (:meth:`LpText.model`) where that is not
+reachable. Warm start and read-back go through SCIP solution files the same way, so no
+per-variable PySCIPOpt call remains in the loop.
 """
 
 from __future__ import annotations
@@ -218,8 +220,69 @@ class LpText:
             row[2:-2:2] = self.name_nl[b]
             row[-2], row[-1] = " <= ", _line(float(hamming - int(ones.sum())))
             parts.append(row)
+        parts += self._tail(cols)
+        return "".join(np.concatenate(parts).tolist())
+
+    def variables(
+        self, red: Reduced, x_inc: np.ndarray | None = None, proximity: bool = False
+    ) -> str:
+        """LP text of ``red``'s variables only (objective, bounds, types; no rows), for
+        :mod:`pall_lns.capi` to add the rows to. Every column is in the objective, zero
+        coefficients included, so SCIP creates the variables in the order of ``red.cols``.
+        ``proximity`` (with ``x_inc``): the distance objective of :meth:`model`."""
+        cols = red.cols
+        obj = np.empty(2 * cols.size, dtype=object)
+        if proximity and x_inc is not None and self.binary[cols].any():
+            dist = np.where(x_inc[cols] > 0.5, " - 1 ", " + 1 ")
+            obj[0::2] = np.where(self.binary[cols], dist, " + 0 ")
+        else:
+            obj[0::2] = self.obj[cols]
+        obj[1::2] = self.name_nl[cols]
+        parts = [np.array(["Minimize\n obj:\n"], dtype=object), obj,
+                 np.array(["Subject To\n"], dtype=object)]  # fmt: skip
+        return "".join(np.concatenate([*parts, *self._tail(cols)]).tolist())
+
+    def row_arrays(
+        self,
+        red: Reduced,
+        x_inc: np.ndarray | None = None,
+        hamming: int | None = None,
+        proximity_cutoff: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows :meth:`model` writes, as arrays: ``(col, val, row_ptr, lhs, rhs)`` with
+        the original column index and coefficient of every entry, rows in :meth:`model`'s
+        order (ranged rows stay one row)."""
+        inst, cols = self.inst, red.cols
+        col = [inst.indices[red.nz]]
+        val = [inst.data[red.nz]]
+        count = [np.diff(red.row_ptr)]
+        lhs, rhs = [red.lo], [red.hi]
+        b = cols[self.binary[cols]]
+        if proximity_cutoff is not None and x_inc is not None and b.size:
+            nzc = cols[inst.c[cols] != 0]
+            if nzc.size == 0:
+                nzc = cols[:1]
+            col.append(nzc)
+            val.append(inst.c[nzc])
+            count.append(np.array([nzc.size]))
+            lhs.append(np.array([-np.inf]))
+            rhs.append(np.array([float(proximity_cutoff)]))
+        if hamming is not None and x_inc is not None and b.size:
+            ones = x_inc[b] > 0.5
+            col.append(b)
+            val.append(np.where(ones, -1.0, 1.0))
+            count.append(np.array([b.size]))
+            lhs.append(np.array([-np.inf]))
+            rhs.append(np.array([float(hamming - int(ones.sum()))]))
+        row_ptr = np.concatenate([[0], np.cumsum(np.concatenate(count))]).astype(np.int64)
+        return (np.concatenate(col), np.concatenate(val).astype(float), row_ptr,
+                np.concatenate(lhs), np.concatenate(rhs))  # fmt: skip
+
+    def _tail(self, cols: np.ndarray) -> list[np.ndarray]:
+        """Bounds, Binaries, Generals and End of ``cols``."""
+        inst = self.inst
         other = cols[~self.binary[cols]]
-        parts += [np.array(["Bounds\n"], dtype=object), self.bound[other]]
+        parts = [np.array(["Bounds\n"], dtype=object), self.bound[other]]
         bins = cols[self.binary[cols]]
         if bins.size:
             parts += [np.array(["Binaries\n"], dtype=object), self.name_nl[bins]]
@@ -227,7 +290,7 @@ class LpText:
         if gen.size:
             parts += [np.array(["Generals\n"], dtype=object), self.name_nl[gen]]
         parts.append(np.array(["End\n"], dtype=object))
-        return "".join(np.concatenate(parts).tolist())
+        return parts
 
     def _rows(self, red: Reduced) -> np.ndarray:
         """Constraint tokens: per output row ``[header, (coef, name) x cnt, sense, rhs]``; a
@@ -267,9 +330,12 @@ class LpText:
         *,
         proximity_cutoff: float | None = None,
         warm: bool = True,
+        rows: bool = True,
     ) -> tuple[str, str]:
         """Write the sub-MIP and the warm start (``x_inc`` on its variables; empty without
-        ``warm``) to temporary files and return both paths (the caller deletes them)."""
+        ``warm``) to temporary files and return both paths (the caller deletes them).
+        ``rows=False``: the variables only (:meth:`variables`), the rows going through
+        :mod:`pall_lns.capi`."""
         cols = red.cols
         nzv = cols[x_inc[cols] != 0] if warm else cols[:0]
         sol = np.empty(2 * nzv.size, dtype=object)
@@ -277,7 +343,12 @@ class LpText:
         sol[1::2] = _tokens(x_inc[nzv], _line)
         paths = []
         for suffix, text in (
-            (".lp", self.model(red, x_inc, hamming, proximity_cutoff)),
+            (
+                ".lp",
+                self.model(red, x_inc, hamming, proximity_cutoff)
+                if rows
+                else self.variables(red, x_inc, proximity_cutoff is not None),
+            ),
             (".sol", "".join(sol.tolist())),
         ):
             fd, path = tempfile.mkstemp(prefix="pall-sub-", suffix=suffix)

@@ -63,6 +63,7 @@ class SubMipSolver:
         seed: int = 0,
         reduced: bool | None = None,
         background_free: bool = True,
+        c_api: bool | None = None,
     ) -> None:
         self.scip = import_scip()
         self.model = read_scip_model(path)
@@ -96,6 +97,20 @@ class SubMipSolver:
         #: ``bench``.
         self.breakdown: dict[str, float] = {}
         self._lp: Any = None  # pall_lns.reduced.LpText, built at the first reduced sub-MIP
+        #: Rows of reduced sub-MIPs through SCIP's C API (:mod:`pall_lns.capi`), or ``None``:
+        #: written as LP text with the variables (``builder_reason`` says why).
+        self.builder: Any = None
+        self.builder_reason = ""
+        if self.reduced and c_api is not False:  # None: where it loads; False: LP text
+            from pall_lns import capi
+
+            self.builder = capi.load()
+            self.builder_reason = capi.reason()
+            if self.builder is None and c_api:
+                raise PallError(f"SCIP's C API is not reachable: {self.builder_reason}")
+        elif self.reduced:
+            self.builder_reason = "c_api=False"
+        self._pos = np.zeros(self.inst.n, dtype=np.int64)  # column -> position in a sub-MIP
         #: The two reused sub-SCIPs of reduced sub-MIPs, used in turn (:meth:`_sub_scip`), and
         #: the thread freeing the idle one's last problem while the other one solves.
         self._subs: list[Any] = []
@@ -407,8 +422,9 @@ class SubMipSolver:
         sub-MIP's binaries, with the row ``c x <= f(x_inc) - delta_abs``, so any solution SCIP
         finds improves the incumbent and is the nearest such one it found.
 
-        Model, warm start and answer travel as files (LP text, SCIP solution files), so the
-        Python work per sub-MIP is a few vectorised gathers, whatever its size."""
+        Variables, warm start and answer travel as files (LP text, SCIP solution files), the
+        rows as arrays through SCIP's C API (:attr:`builder`; LP text where it is ``None``),
+        so the Python work per sub-MIP is a few vectorised gathers and one call per row."""
         import os
 
         from pall_lns.reduced import LpText, reduce
@@ -429,6 +445,7 @@ class SubMipSolver:
             act = inst.activity(x_fix) if not warm else act
         red = reduce(inst, mask, x_fix, act, keep_loose=hamming is not None or bool(proximity))
         bd = self.breakdown
+        rows_before = bd.get("scip_rows", 0.0)
         tick = time.perf_counter()
         bd["reduce"] = bd.get("reduce", 0.0) + tick - t0
         base = red.x_base
@@ -446,8 +463,9 @@ class SubMipSolver:
             if proximity is not None:
                 delta = max(proximity * max(abs(f_inc), 1.0), 1e-6)
                 cutoff = f_inc - fixed_part - delta
+            builder = self.builder
             lp_path, sol_path = self._lp.write(
-                red, x_inc, hamming, proximity_cutoff=cutoff, warm=warm
+                red, x_inc, hamming, proximity_cutoff=cutoff, warm=warm, rows=builder is None
             )
             tr = time.perf_counter()
             bd["write"] = bd.get("write", 0.0) + tr - tick
@@ -458,6 +476,10 @@ class SubMipSolver:
                 tf = time.perf_counter()
                 bd["scip_free"] = bd.get("scip_free", 0.0) + tf - tr
                 sub.readProblem(lp_path)
+                if builder is not None:
+                    tv = time.perf_counter()
+                    self._add_rows(builder, sub, red, x_inc, hamming, cutoff)
+                    bd["scip_rows"] = bd.get("scip_rows", 0.0) + time.perf_counter() - tv
                 if warm:
                     sub.addSol(sub.readSolFile(sol_path), free=True)
             finally:
@@ -470,7 +492,9 @@ class SubMipSolver:
                     sub.setObjlimit(f_inc - fixed_part)
             sub.setRealParam("limits/time", self._scip_limit(time_limit, time.perf_counter() - t0))
             t1 = time.perf_counter()
-            bd["scip_read"] = bd.get("scip_read", 0.0) + t1 - tf
+            bd["scip_read"] = (
+                bd.get("scip_read", 0.0) + t1 - tf - (bd.get("scip_rows", 0.0) - rows_before)
+            )
             # The other sub-SCIP's last problem is freed while this one solves.
             self._free_in_background(self._subs[1 - self._turn])
             self._turn = 1 - self._turn
@@ -503,6 +527,32 @@ class SubMipSolver:
         if not obj < f_inc - 1e-9 * max(1.0, abs(f_inc)):
             return SubMipResult(status, None, f_inc, solve_s, time.perf_counter() - t0 - solve_s)
         return SubMipResult(status, x_new, obj, solve_s, (t1 - t0) + (time.perf_counter() - t2))
+
+    def _add_rows(
+        self,
+        builder: Any,
+        sub: Any,
+        red: Any,
+        x_inc: np.ndarray,
+        hamming: int | None,
+        cutoff: float | None,
+    ) -> None:
+        """The rows of ``red`` (and its local-branching or proximity row) added to ``sub``,
+        whose variables were just read in the order of ``red.cols``, through SCIP's C API."""
+        col, val, row_ptr, lhs, rhs = self._lp.row_arrays(red, x_inc, hamming, cutoff)
+        ptrs = builder.var_pointers(sub)
+        cols = red.cols
+        if ptrs.size != cols.size:
+            raise PallError(
+                f"{self.inst.name}: SCIP read {ptrs.size} sub-MIP variables, not {cols.size}"
+            )
+        pos = self._pos
+        pos[cols] = np.arange(cols.size)
+        if cols.size:  # SCIP kept the order of the objective: spot-check both ends
+            names = [builder.var_name(int(ptrs[0])), builder.var_name(int(ptrs[-1]))]
+            if names != [f"x{cols[0]}", f"x{cols[-1]}"]:
+                raise PallError(f"{self.inst.name}: SCIP reordered the sub-MIP's variables")
+        builder.add_rows(sub, ptrs[pos[col]], val, row_ptr, lhs, rhs)
 
     def solve_fixed(
         self,
