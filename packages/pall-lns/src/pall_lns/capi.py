@@ -143,8 +143,6 @@ class RowBuilder:
                 raise PallError("SCIP could not add a sub-MIP row (SCIPaddCons)")
         if int(self._nconss(scip)) != before + lo.size:
             raise PallError("SCIP's row count differs from the rows added")
-        # keep the arrays alive until here: SCIP copied them in SCIPcreateConsBasicLinear
-        del ptrs, vals
 
 
 def load() -> RowBuilder | None:
@@ -176,8 +174,9 @@ def reason() -> str:
 
 
 def _check(builder: RowBuilder) -> RowBuilder:
-    """A two-row problem built both ways must have the same optimum: catches a different SCIP
-    copy or ABI before any real sub-MIP depends on it."""
+    """A two-row problem with known optimum 2, its variables read as LP text and its rows added
+    through ``builder``: catches a different SCIP copy or ABI before any real sub-MIP depends
+    on it."""
     import tempfile
 
     import pyscipopt
