@@ -427,9 +427,9 @@ def run_lns(
                         # this iteration's seconds outside optimize(), by phase (SCIP's
                         # presolving is inside it, given for the reader)
                         "split_s": {
-                            k: round(v - before.get(k, 0.0), 6)
+                            k: d
                             for k, v in {**s.solver.breakdown, **s.phases}.items()
-                            if k != "lp_tokens_once" and v - before.get(k, 0.0) > 0
+                            if k != "lp_tokens_once" and (d := round(v - before.get(k, 0.0), 6)) > 0
                         },
                     }
                 )
