@@ -408,3 +408,43 @@ def test_c_api_rows_known_answer_and_bad_arrays(tmp_path):
     with pytest.raises(PallError, match="different lengths"):
         builder.add_rows(m, ptrs[[0, 1]], np.ones(3), np.array([0, 2]), np.ones(1), np.ones(1))
     assert m.getNConss() == 0
+
+
+def test_c_api_start_and_answer_known_values(tmp_path):
+    """The warm start goes in and the best solution comes out as arrays (no solution files):
+    stopped at its first solution SCIP hands back the start itself, solved it hands back the
+    known optimum of a model with general, negative and continuous variables; no solution is
+    ``None`` and misaligned arrays are refused."""
+    import pyscipopt
+    from pall_lns import capi
+    from pall_lns.errors import PallError
+
+    builder = capi.load()
+    assert builder is not None, capi.reason()
+    path = tmp_path / "v.lp"
+    path.write_text(
+        "Maximize\n obj: + 3 x0 + 2 x1 + 4 x2\nSubject To\nBounds\n"
+        " 0 <= x0 <= 5\n -2 <= x1 <= 4\n 0 <= x2 <= 3\nGenerals\nx0\nx1\nEnd\n"
+    )
+    m = pyscipopt.Model()
+    m.hideOutput()
+    m.readProblem(str(path))
+    ptrs = builder.var_pointers(m)
+    builder.add_rows(m, ptrs[[0, 1, 1, 2, 0, 2]], np.array([1, 1, 1, -1, 2, 1.0]),
+                     np.array([0, 2, 4, 6]), np.array([1, -1, -np.inf]),
+                     np.array([6, -1, 7.5]))  # fmt: skip
+    assert builder.best_values(m, ptrs) is None  # nothing found yet
+    with pytest.raises(PallError, match="different lengths"):
+        builder.add_start(m, ptrs, np.ones(2))
+    start = np.array([1.0, 0.0, 1.0])  # value 7, feasible
+    assert builder.add_start(m, ptrs, start)
+    m.setIntParam("limits/solutions", 1)
+    m.optimize()
+    assert builder.best_values(m, ptrs).tolist() == start.tolist()
+    m.freeTransform()
+    m.setIntParam("limits/solutions", -1)
+    m.optimize()
+    assert m.getStatus() == "optimal"
+    assert builder.best_values(m, ptrs) == pytest.approx([2.0, 2.0, 3.0])
+    x = builder.best_values(m, ptrs)
+    assert 3 * x[0] + 2 * x[1] + 4 * x[2] == pytest.approx(m.getObjVal())

@@ -10,6 +10,11 @@ variables, objective and bounds as a small LP text, and its rows through
 :mod:`ctypes` with the variables' ``SCIP_VAR*`` gathered by numpy from ``SCIPgetVars``: no
 names, no parsing, one call per row into the same ``libscip`` that PySCIPOpt loaded.
 
+The warm start and the answer take the same road (0.2.4): the incumbent's values go in with
+``SCIPcreateSol``/``SCIPsetSolVals``/``SCIPaddSolFree`` and the best solution comes back with
+``SCIPgetBestSol``/``SCIPgetSolVals``, one call each over the same ``SCIP_VAR*`` array, where
+0.2.3 wrote and parsed a solution file both ways (SCIP looks every line's variable up by name).
+
 The library is found among the loaded objects of the process (``/proc/self/maps``) or beside
 PySCIPOpt (``pyscipopt.libs``, ``.dylibs``, ``lib``); a missing library, symbol or ABI mismatch
 leaves :func:`load` returning ``None`` with the reason, and the caller writes the rows as LP
@@ -30,6 +35,7 @@ import numpy as np
 from pall_lns.errors import PallError
 
 __all__ = ["RowBuilder", "load"]
+
 
 _SCIP_OKAY = 1
 _state: dict[str, Any] = {}
@@ -56,7 +62,8 @@ def _library_paths() -> list[str]:
 
 class RowBuilder:
     """``SCIPcreateConsBasicLinear``/``SCIPaddCons``/``SCIPreleaseCons`` and ``SCIPgetVars``
-    over ctypes, for PySCIPOpt models in the problem stage."""
+    over ctypes, for PySCIPOpt models in the problem stage; the warm start and the best
+    solution's values through ``SCIPsetSolVals``/``SCIPgetSolVals``."""
 
     def __init__(self, path: str) -> None:
         lib = ctypes.CDLL(path)
@@ -84,6 +91,21 @@ class RowBuilder:
         self._name = lib.SCIPvarGetName
         self._name.argtypes = [vp]
         self._name.restype = ctypes.c_char_p
+        self._create_sol = lib.SCIPcreateSol
+        self._create_sol.argtypes = [vp, ctypes.POINTER(vp), vp]
+        self._create_sol.restype = i
+        self._set_vals = lib.SCIPsetSolVals
+        self._set_vals.argtypes = [vp, vp, i, vp, vp]
+        self._set_vals.restype = i
+        self._add_sol = lib.SCIPaddSolFree
+        self._add_sol.argtypes = [vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_uint)]
+        self._add_sol.restype = i
+        self._best = lib.SCIPgetBestSol
+        self._best.argtypes = [vp]
+        self._best.restype = vp
+        self._get_vals = lib.SCIPgetSolVals
+        self._get_vals.argtypes = [vp, vp, i, vp, vp]
+        self._get_vals.restype = i
         self._capsule = ctypes.pythonapi.PyCapsule_GetPointer
         self._capsule.argtypes = [ctypes.py_object, ctypes.c_char_p]
         self._capsule.restype = vp
@@ -144,6 +166,42 @@ class RowBuilder:
         if int(self._nconss(scip)) != before + lo.size:
             raise PallError("SCIP's row count differs from the rows added")
 
+    def add_start(self, model: Any, var_ptrs: np.ndarray, values: np.ndarray) -> bool:
+        """Hand SCIP a starting solution: ``values[i]`` for ``var_ptrs[i]`` (the others 0),
+        as PySCIPOpt's ``addSol(readSolFile(...))`` did from a file; returns whether SCIP
+        stored it. For a model in the problem stage, whose variables are ``var_ptrs``."""
+        scip = self.scip(model)
+        ptrs = np.ascontiguousarray(var_ptrs, dtype=np.uint64)
+        vals = np.ascontiguousarray(values, dtype=np.float64)
+        if ptrs.size != vals.size:
+            raise PallError("internal error: start values and variables of different lengths")
+        sol = ctypes.c_void_p()
+        if self._create_sol(scip, ctypes.byref(sol), None) != _SCIP_OKAY:
+            raise PallError("SCIP could not create the sub-MIP's start (SCIPcreateSol)")
+        ok = self._set_vals(scip, sol, ptrs.size, ptrs.ctypes.data, vals.ctypes.data)
+        stored = ctypes.c_uint(0)  # SCIP_Bool; SCIPaddSolFree frees the solution either way
+        if self._add_sol(scip, ctypes.byref(sol), ctypes.byref(stored)) != _SCIP_OKAY:
+            raise PallError("SCIP could not take the sub-MIP's start (SCIPaddSolFree)")
+        if ok != _SCIP_OKAY:
+            raise PallError("SCIP could not set the sub-MIP's start (SCIPsetSolVals)")
+        return bool(stored.value)
+
+    def best_values(self, model: Any, var_ptrs: np.ndarray) -> np.ndarray | None:
+        """Values of ``var_ptrs`` (original variables) in SCIP's best solution, or ``None``
+        when it has none; one ``SCIPgetSolVals`` call, no solution file."""
+        scip = self.scip(model)
+        sol = self._best(scip)
+        if not sol:
+            return None
+        ptrs = np.ascontiguousarray(var_ptrs, dtype=np.uint64)
+        out = np.empty(ptrs.size, dtype=np.float64)
+        code = _SCIP_OKAY
+        if ptrs.size:
+            code = self._get_vals(scip, sol, ptrs.size, ptrs.ctypes.data, out.ctypes.data)
+        if code != _SCIP_OKAY:
+            raise PallError("SCIP could not give the sub-MIP's solution (SCIPgetSolVals)")
+        return out
+
 
 def load() -> RowBuilder | None:
     """The shared :class:`RowBuilder`, or ``None`` (reason in :func:`reason`) where the C API
@@ -174,9 +232,11 @@ def reason() -> str:
 
 
 def _check(builder: RowBuilder) -> RowBuilder:
-    """A two-row problem with known optimum 2, its variables read as LP text and its rows added
-    through ``builder``: catches a different SCIP copy or ABI before any real sub-MIP depends
-    on it."""
+    """A two-row problem with known optimum 2 at [0, 1, 0], its variables read as LP text, its
+    rows added through ``builder`` and the start [1, 0, 1] (value 4) handed over; solved once
+    stopping at the first solution (the start must come back) and once to optimality (the
+    optimum must come back): catches a different SCIP copy or ABI before any real sub-MIP
+    depends on it."""
     import tempfile
 
     import pyscipopt
@@ -196,7 +256,19 @@ def _check(builder: RowBuilder) -> RowBuilder:
         raise PallError("SCIPgetVars disagrees with PySCIPOpt's variables")
     builder.add_rows(m, ptrs[[0, 1, 1, 2]], np.ones(4), np.array([0, 2, 4]),
                      np.array([1.0, 1.0]), np.array([np.inf, np.inf]))  # fmt: skip
+    if not builder.add_start(m, ptrs, np.array([1.0, 0.0, 1.0])) or m.getNSols() != 1:
+        raise PallError("SCIP did not store the check problem's start (value 4)")
+    m.setIntParam("limits/solutions", 1)  # stop at the start: it is what SCIP reports back
     m.optimize()
+    start = builder.best_values(m, ptrs)
+    if start is None or start.tolist() != [1.0, 0.0, 1.0]:
+        raise PallError(f"check problem's start read back as {start}, not [1, 0, 1]")
+    m.freeTransform()
+    m.setIntParam("limits/solutions", -1)
+    m.optimize()
+    best = builder.best_values(m, ptrs)
     if m.getStatus() != "optimal" or abs(m.getObjVal() - 2.0) > 1e-9:
         raise PallError(f"check problem solved to {m.getStatus()} {m.getObjVal()}, not 2")
+    if best is None or best.tolist() != [0.0, 1.0, 0.0]:
+        raise PallError(f"check problem's optimum read back as {best}, not [0, 1, 0]")
     return builder

@@ -218,7 +218,13 @@ def demo_report(run: Run) -> Report:
         "best value any method found, paired over instances (bootstrap from 10, Student t "
         f"below). `pall` deploys the LM in its worker process: {fallbacks} of {decisions} "
         "decisions fell back to the bandit (deadline missed), worker start-up outside the "
-        "budget. Toy scale on a shared 2-core CPU; GPU: not measured." + caveat
+        "budget. Toy scale; "
+        + (
+            "the LM fine-tuned and decided on the GPU, SCIP and HiGHS on the CPU."
+            if run.device == "cuda"
+            else "everything on the CPU (GPU: `benchmarks/gpu.sh`)."
+        )
+        + caveat
     )
     config = {
         **proto,

@@ -16,8 +16,8 @@ does not depend on the neighbourhood (variable names, coefficients, bounds) is f
 model, and each sub-MIP is a gather over those token arrays and one ``str.join``, with no Python
 loop over its variables or non-zeros. Its rows go as arrays (:meth:`LpText.row_arrays`) through
 SCIP's C API (:mod:`pall_lns.capi`), or as LP text too (:meth:`LpText.model`) where that is not
-reachable. Warm start and read-back go through SCIP solution files the same way, so no
-per-variable PySCIPOpt call remains in the loop.
+reachable. The warm start and the answer go through the C API as arrays too, or through SCIP
+solution files on the LP-text path, so no per-variable PySCIPOpt call remains in the loop.
 """
 
 from __future__ import annotations
@@ -131,6 +131,13 @@ def _term(v: float) -> str:
     if abs(v) == 1.0:
         return " + " if v > 0 else " - "
     return f" {'+' if v >= 0 else '-'} {abs(v):.17g} "
+
+
+def _temp(suffix: str, text: str) -> str:
+    fd, path = tempfile.mkstemp(prefix="pall-sub-", suffix=suffix)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    return path
 
 
 def _line(v: float) -> str:
@@ -331,31 +338,29 @@ class LpText:
         proximity_cutoff: float | None = None,
         warm: bool = True,
         rows: bool = True,
-    ) -> tuple[str, str]:
-        """Write the sub-MIP and the warm start (``x_inc`` on its variables; empty without
-        ``warm``) to temporary files and return both paths (the caller deletes them).
-        ``rows=False``: the variables only (:meth:`variables`), the rows going through
-        :mod:`pall_lns.capi`."""
+    ) -> tuple[str, str | None]:
+        """Write the sub-MIP and, with ``warm``, the warm start (``x_inc`` on its variables)
+        to temporary files; returns both paths (``None`` for no start file; the caller
+        deletes them). ``rows=False``: the variables only (:meth:`variables`), the rows (and
+        the start) going through :mod:`pall_lns.capi`."""
+        text = (
+            self.model(red, x_inc, hamming, proximity_cutoff)
+            if rows
+            else self.variables(red, x_inc, proximity_cutoff is not None)
+        )
+        lp_path = _temp(".lp", text)
+        if not warm:
+            return lp_path, None
         cols = red.cols
-        nzv = cols[x_inc[cols] != 0] if warm else cols[:0]
+        nzv = cols[x_inc[cols] != 0]
         sol = np.empty(2 * nzv.size, dtype=object)
         sol[0::2] = self.name_sp[nzv]
         sol[1::2] = _tokens(x_inc[nzv], _line)
-        paths = []
-        for suffix, text in (
-            (
-                ".lp",
-                self.model(red, x_inc, hamming, proximity_cutoff)
-                if rows
-                else self.variables(red, x_inc, proximity_cutoff is not None),
-            ),
-            (".sol", "".join(sol.tolist())),
-        ):
-            fd, path = tempfile.mkstemp(prefix="pall-sub-", suffix=suffix)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            paths.append(path)
-        return paths[0], paths[1]
+        try:
+            return lp_path, _temp(".sol", "".join(sol.tolist()))
+        except BaseException:
+            os.unlink(lp_path)
+            raise
 
     @staticmethod
     def read_solution(path: str, cols: np.ndarray, base: np.ndarray) -> np.ndarray:

@@ -422,9 +422,10 @@ class SubMipSolver:
         sub-MIP's binaries, with the row ``c x <= f(x_inc) - delta_abs``, so any solution SCIP
         finds improves the incumbent and is the nearest such one it found.
 
-        Variables, warm start and answer travel as files (LP text, SCIP solution files), the
-        rows as arrays through SCIP's C API (:attr:`builder`; LP text where it is ``None``),
-        so the Python work per sub-MIP is a few vectorised gathers and one call per row."""
+        Variables travel as LP text; the rows, the warm start and the answer as arrays
+        through SCIP's C API (:attr:`builder`; LP text and SCIP solution files where it is
+        ``None``), so the Python work per sub-MIP is a few vectorised gathers and one call per
+        row."""
         import os
 
         from pall_lns.reduced import LpText, reduce
@@ -464,12 +465,15 @@ class SubMipSolver:
                 delta = max(proximity * max(abs(f_inc), 1.0), 1e-6)
                 cutoff = f_inc - fixed_part - delta
             builder = self.builder
+            # With the C API the rows, the warm start and the answer skip the files (capi).
             lp_path, sol_path = self._lp.write(
-                red, x_inc, hamming, proximity_cutoff=cutoff, warm=warm, rows=builder is None
-            )
+                red, x_inc, hamming, proximity_cutoff=cutoff, warm=warm and builder is None,
+                rows=builder is None,
+            )  # fmt: skip
             tr = time.perf_counter()
             bd["write"] = bd.get("write", 0.0) + tr - tick
             sub = self._sub_scip()  # waits for a background free still running on it
+            ptrs: np.ndarray | None = None  # the sub-MIP's SCIP_VAR*, in the order of cols
             try:
                 if sub.getStage() != 0 and (sub.getNVars() or sub.getNConss()):
                     sub.freeProb()  # only if the background free was not started
@@ -478,13 +482,17 @@ class SubMipSolver:
                 sub.readProblem(lp_path)
                 if builder is not None:
                     tv = time.perf_counter()
-                    self._add_rows(builder, sub, red, x_inc, hamming, cutoff)
+                    ptrs = self._add_rows(builder, sub, red, x_inc, hamming, cutoff)
                     bd["scip_rows"] = bd.get("scip_rows", 0.0) + time.perf_counter() - tv
                 if warm:
-                    sub.addSol(sub.readSolFile(sol_path), free=True)
+                    if builder is not None and ptrs is not None:
+                        builder.add_start(sub, ptrs, x_inc[cols])
+                    elif sol_path is not None:
+                        sub.addSol(sub.readSolFile(sol_path), free=True)
             finally:
                 os.unlink(lp_path)
-                os.unlink(sol_path)
+                if sol_path is not None:
+                    os.unlink(sol_path)
             if proximity is None:
                 if warm:
                     sub.setObjlimit(float(np.sum(inst.c[cols] * x_inc[cols])))
@@ -506,13 +514,20 @@ class SubMipSolver:
             status = sub.getStatus()
             self.interrupted = status == "userinterrupt"
             if sub.getNSols() > 0:
-                fd, out = tempfile.mkstemp(prefix="pall-sub-", suffix=".sol")
-                os.close(fd)
-                try:
-                    sub.writeBestSol(out)
-                    x_new = LpText.read_solution(out, cols, base)
-                finally:
-                    os.unlink(out)
+                if builder is not None and ptrs is not None:
+                    vals = builder.best_values(sub, ptrs)
+                    if vals is None:
+                        raise PallError(f"{inst.name}: SCIP counts a solution but has no best")
+                    x_new = base.copy()
+                    x_new[cols] = vals
+                else:
+                    fd, out = tempfile.mkstemp(prefix="pall-sub-", suffix=".sol")
+                    os.close(fd)
+                    try:
+                        sub.writeBestSol(out)
+                        x_new = LpText.read_solution(out, cols, base)
+                    finally:
+                        os.unlink(out)
                 ii = inst.is_int
                 x_new[ii] = np.round(x_new[ii])
             elif not warm:
@@ -536,9 +551,10 @@ class SubMipSolver:
         x_inc: np.ndarray,
         hamming: int | None,
         cutoff: float | None,
-    ) -> None:
+    ) -> np.ndarray:
         """The rows of ``red`` (and its local-branching or proximity row) added to ``sub``,
-        whose variables were just read in the order of ``red.cols``, through SCIP's C API."""
+        whose variables were just read in the order of ``red.cols``, through SCIP's C API;
+        returns those variables' ``SCIP_VAR*`` (valid until the problem is freed)."""
         col, val, row_ptr, lhs, rhs = self._lp.row_arrays(red, x_inc, hamming, cutoff)
         ptrs = builder.var_pointers(sub)
         cols = red.cols
@@ -553,6 +569,7 @@ class SubMipSolver:
             if names != [f"x{cols[0]}", f"x{cols[-1]}"]:
                 raise PallError(f"{self.inst.name}: SCIP reordered the sub-MIP's variables")
         builder.add_rows(sub, ptrs[pos[col]], val, row_ptr, lhs, rhs)
+        return ptrs
 
     def solve_fixed(
         self,
