@@ -374,37 +374,46 @@ def test_c_api_builder_can_be_turned_off_and_required(monkeypatch, smoke_dir):
     assert capi.load() is not None, capi.reason()  # PySCIPOpt's libscip is found here
 
 
+_V_LP = (
+    "Maximize\n obj: + 3 x0 + 2 x1 + 4 x2\nSubject To\nBounds\n"
+    " 0 <= x0 <= 5\n -2 <= x1 <= 4\n 0 <= x2 <= 3\nGenerals\nx0\nx1\nEnd\n"
+)
+
+
+def _v_model(builder, path, rows: bool = True):
+    """``_V_LP`` read from ``path`` into a fresh SCIP; with ``rows``, its rows
+    ``1 <= x0 + x1 <= 6``, ``x1 - x2 = -1``, ``2 x0 + x2 <= 7.5`` added through ``builder``
+    (optimum 22 at x = (2, 2, 3): x2 = x1 + 1, so max 3 x0 + 6 x1 + 4 with x1 <= 2)."""
+    import pyscipopt
+
+    if not path.exists():
+        path.write_text(_V_LP)
+    m = pyscipopt.Model()
+    m.hideOutput()
+    m.readProblem(str(path))
+    ptrs = builder.var_pointers(m)
+    if rows:
+        builder.add_rows(m, ptrs[[0, 1, 1, 2, 0, 2]], np.array([1, 1, 1, -1, 2, 1.0]),
+                         np.array([0, 2, 4, 6]), np.array([1, -1, -np.inf]),
+                         np.array([6, -1, 7.5]))  # fmt: skip
+    return m, ptrs
+
+
 def test_c_api_rows_known_answer_and_bad_arrays(tmp_path):
     """Rows from arrays: ranged, equality and one-sided rows give the optimum of the same model
     written as LP text; arrays that do not line up are refused before SCIP sees them."""
-    import pyscipopt
     from pall_lns import capi
     from pall_lns.errors import PallError
 
     builder = capi.load()
     assert builder is not None, capi.reason()
-    path = tmp_path / "v.lp"
-    path.write_text(
-        "Maximize\n obj: + 3 x0 + 2 x1 + 4 x2\nSubject To\nBounds\n"
-        " 0 <= x0 <= 5\n -2 <= x1 <= 4\n 0 <= x2 <= 3\nGenerals\nx0\nx1\nEnd\n"
-    )
-    m = pyscipopt.Model()
-    m.hideOutput()
-    m.readProblem(str(path))
-    ptrs = builder.var_pointers(m)
+    m, ptrs = _v_model(builder, tmp_path / "v.lp")
     assert [builder.var_name(int(p)) for p in ptrs] == ["x0", "x1", "x2"]
-    # 1 <= x0 + x1 <= 6; x1 - x2 = -1; 2 x0 + x2 <= 7.5
-    builder.add_rows(m, ptrs[[0, 1, 1, 2, 0, 2]], np.array([1, 1, 1, -1, 2, 1.0]),
-                     np.array([0, 2, 4, 6]), np.array([1, -1, -np.inf]),
-                     np.array([6, -1, 7.5]))  # fmt: skip
     assert m.getNConss() == 3
     m.optimize()
-    # x2 = x1 + 1, so max 3 x0 + 6 x1 + 4 s.t. x0 + x1 <= 6, 2 x0 + x1 <= 6.5, x1 <= 2
     assert m.getStatus() == "optimal"
     assert m.getObjVal() == pytest.approx(3 * 2 + 6 * 2 + 4)
-    m.freeProb()
-    m.readProblem(str(path))
-    ptrs = builder.var_pointers(m)
+    m, ptrs = _v_model(builder, tmp_path / "v.lp", rows=False)
     with pytest.raises(PallError, match="different lengths"):
         builder.add_rows(m, ptrs[[0, 1]], np.ones(3), np.array([0, 2]), np.ones(1), np.ones(1))
     assert m.getNConss() == 0
@@ -415,24 +424,12 @@ def test_c_api_start_and_answer_known_values(tmp_path):
     stopped at its first solution SCIP hands back the start itself, solved it hands back the
     known optimum of a model with general, negative and continuous variables; no solution is
     ``None`` and misaligned arrays are refused."""
-    import pyscipopt
     from pall_lns import capi
     from pall_lns.errors import PallError
 
     builder = capi.load()
     assert builder is not None, capi.reason()
-    path = tmp_path / "v.lp"
-    path.write_text(
-        "Maximize\n obj: + 3 x0 + 2 x1 + 4 x2\nSubject To\nBounds\n"
-        " 0 <= x0 <= 5\n -2 <= x1 <= 4\n 0 <= x2 <= 3\nGenerals\nx0\nx1\nEnd\n"
-    )
-    m = pyscipopt.Model()
-    m.hideOutput()
-    m.readProblem(str(path))
-    ptrs = builder.var_pointers(m)
-    builder.add_rows(m, ptrs[[0, 1, 1, 2, 0, 2]], np.array([1, 1, 1, -1, 2, 1.0]),
-                     np.array([0, 2, 4, 6]), np.array([1, -1, -np.inf]),
-                     np.array([6, -1, 7.5]))  # fmt: skip
+    m, ptrs = _v_model(builder, tmp_path / "v.lp")
     assert builder.best_values(m, ptrs) is None  # nothing found yet
     with pytest.raises(PallError, match="different lengths"):
         builder.add_start(m, ptrs, np.ones(2))
