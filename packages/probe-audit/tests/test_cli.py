@@ -21,6 +21,7 @@ CLAIMS = {
     "gflownet_more_diverse_than_dpo",
     "no_false_violations",
     "premise_lm_target_has_bugs",
+    "premise_auditor_smaller",
     "smaller_auditor_finds_bugs",
     "smaller_zero_shot_finds_bugs",
 }
@@ -83,7 +84,9 @@ def test_demo_writes_valid_results_with_the_claims(demo_dir):
     for system in ("zero-shot@lm-target", "grpo@lm-target"):
         assert sorted(results.row(system, "bugs_found", "eval").seeds) == ["0", "1"]
     claim = next(c for c in results.claims if c.id == "smaller_auditor_finds_bugs")
-    assert claim.requires == ("premise_lm_target_has_bugs",)
+    assert claim.requires == ("premise_lm_target_has_bugs", "premise_auditor_smaller")
+    size = next(c for c in results.claims if c.id == "premise_auditor_smaller")
+    assert size.exact and size.verdict == "held"  # the shipped auditor is the smaller model
     card = json.loads((demo_dir / "cost_card.json").read_text())
     assert card["calls"] > 0
     assert card["completion_tokens"] > 0
@@ -140,3 +143,31 @@ def test_bench_writes_ratios(tmp_path):
     results = load_results(tmp_path / "bench.json")
     assert results.row("rule-game", "episodes_per_second").value > 0
     assert results.row("probe-step", "time_ratio_to_plain_grpo").value > 0
+
+
+def test_size_claims_rest_on_the_auditor_being_smaller():
+    """The 'smaller auditor' claims are judged only when the auditor really has fewer
+    parameters than the target (an exact premise from the two ``parameters`` rows): a larger
+    ``--model`` auditor leaves them inconclusive, naming the premise, however many bugs it
+    finds."""
+    from paperstack.records import Row
+    from probe_audit.cli import lm_target_claims
+
+    def rows(auditor: int, target: int) -> list[Row]:
+        return [
+            Row.proportion("lm-target", "bug_rate", 40, 41, split="eval"),
+            Row.proportion("grpo@lm-target", "seeds_finding_a_bug", 5, 5, split="eval"),
+            Row.proportion("zero-shot@lm-target", "seeds_finding_a_bug", 5, 5, split="eval"),
+            Row(system="lm-target", metric="parameters", value=float(target)),
+            Row(system="zero-shot", metric="parameters", value=float(auditor)),
+        ]
+
+    small = {c.id: c for c in lm_target_claims(rows(100, 400), 100, 400)}
+    assert small["premise_auditor_smaller"].verdict == "held"
+    big = {c.id: c for c in lm_target_claims(rows(500, 400), 500, 400)}
+    assert big["premise_auditor_smaller"].verdict == "not_held"
+    for cid in ("smaller_auditor_finds_bugs", "smaller_zero_shot_finds_bugs"):
+        assert small[cid].requires == big[cid].requires
+        assert big[cid].verdict == "inconclusive"
+        assert big[cid].unmet == ("premise_auditor_smaller",)
+        assert small[cid].unmet == ()

@@ -21,10 +21,14 @@ import copy
 import dataclasses
 import os
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from paperstack.contract import ContractCLI, Report, Run, positive_int
 from probe_audit import __version__
+
+if TYPE_CHECKING:
+    from paperstack.records import Claim, Row
 
 cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
 
@@ -126,6 +130,52 @@ def _score_row_values(score: Any) -> dict[str, float]:
         "bugs_found": score.bugs_found,
         "distinct_rules": float(len(score.rules)),
     }
+
+
+def lm_target_claims(rows: Sequence[Row], params: int, target_params: int) -> list[Claim]:
+    """The tiny-LM target's claims: two premises (the target has planted bugs to find, and the
+    auditor really is the smaller model: parameter counts, an exact comparison, so that a
+    ``--model`` auditor larger than the target leaves the size claims inconclusive instead of
+    held) and the two claims that a smaller auditor finds bugs in it, each resting on both."""
+    from paperstack.records import Claim
+
+    def key(system: str, metric: str) -> tuple[str, str, str]:
+        return (system, metric, "eval")
+
+    has_bugs = Claim.compare(
+        "premise_lm_target_has_bugs",
+        "premise: the tiny-LM target reproduces planted bugs on the requests that set them "
+        "off in the planted rule agent (pooled bug rate > 0)",
+        rows, key("lm-target", "bug_rate"), "gt", 0.0,
+    )  # fmt: skip
+    smaller = Claim.compare(
+        "premise_auditor_smaller",
+        f"premise: the auditor ({params:,} parameters) is smaller than the tiny-LM target "
+        f"({target_params:,} parameters)",
+        rows, ("zero-shot", "parameters", None), "lt", ("lm-target", "parameters", None),
+        exact=True,
+    )  # fmt: skip
+    return [
+        has_bugs,
+        smaller,
+        Claim.compare(
+            "smaller_auditor_finds_bugs",
+            f"an auditor smaller than the target finds planted bugs in it: the GRPO auditor "
+            f"({params:,} parameters, trained against the rule agents) finds at least one "
+            f"planted bug in the tiny-LM target ({target_params:,} parameters) on most seeds "
+            "(share of seeds > 0.5)",
+            rows, key("grpo@lm-target", "seeds_finding_a_bug"), "gt", 0.5,
+            requires=[has_bugs, smaller],
+        ),
+        Claim.compare(
+            "smaller_zero_shot_finds_bugs",
+            f"the zero-shot auditor ({params:,} parameters) finds at least one planted bug in "
+            f"the tiny-LM target ({target_params:,} parameters) on most seeds (share of seeds "
+            "> 0.5)",
+            rows, key("zero-shot@lm-target", "seeds_finding_a_bug"), "gt", 0.5,
+            requires=[has_bugs, smaller],
+        ),
+    ]  # fmt: skip
 
 
 @cli.demo(arguments=_demo_arguments, seeds=5, quick_seeds=2, devices=("cpu",))
@@ -341,12 +391,6 @@ def demo(run: Run) -> Report:
             rows, key("zero-shot", "seeds_missing_a_bug"), "gt", 0.5,
         ),
     ]  # fmt: skip
-    lm_premise = Claim.compare(
-        "premise_lm_target_has_bugs",
-        "premise: the tiny-LM target reproduces planted bugs on the requests that set them "
-        "off in the planted rule agent (pooled bug rate > 0)",
-        rows, key("lm-target", "bug_rate"), "gt", 0.0,
-    )  # fmt: skip
     claims = [
         *premises,
         Claim.compare(
@@ -385,24 +429,7 @@ def demo(run: Run) -> Report:
             rows, key("gflownet", "distinct_rules"), "gt", key("dpo", "distinct_rules"),
             requires=premises,
         ),
-        lm_premise,
-        Claim.compare(
-            "smaller_auditor_finds_bugs",
-            f"an auditor smaller than the target finds planted bugs in it: the GRPO auditor "
-            f"({params:,} parameters, trained against the rule agents) finds at least one "
-            f"planted bug in the tiny-LM target ({target_params:,} parameters) on most seeds "
-            "(share of seeds > 0.5)",
-            rows, key("grpo@lm-target", "seeds_finding_a_bug"), "gt", 0.5,
-            requires=[lm_premise],
-        ),
-        Claim.compare(
-            "smaller_zero_shot_finds_bugs",
-            f"the zero-shot auditor ({params:,} parameters) finds at least one planted bug in "
-            f"the tiny-LM target ({target_params:,} parameters) on most seeds (share of seeds "
-            "> 0.5)",
-            rows, key("zero-shot@lm-target", "seeds_finding_a_bug"), "gt", 0.5,
-            requires=[lm_premise],
-        ),
+        *lm_target_claims(rows, params, target_params),
         Claim.compare(
             "no_false_violations",
             "checker precision 1.0: no violation that no planted bug explains, over every "
