@@ -86,7 +86,8 @@ def test_demo_writes_valid_results_with_the_claims(demo_dir):
     claim = next(c for c in results.claims if c.id == "smaller_auditor_finds_bugs")
     assert claim.requires == ("premise_lm_target_has_bugs", "premise_auditor_smaller")
     size = next(c for c in results.claims if c.id == "premise_auditor_smaller")
-    assert size.exact and size.verdict == "held"  # the shipped auditor is the smaller model
+    assert size.exact  # the shipped auditor is the smaller model
+    assert size.verdict == "held"
     card = json.loads((demo_dir / "cost_card.json").read_text())
     assert card["calls"] > 0
     assert card["completion_tokens"] > 0
@@ -150,8 +151,9 @@ def test_size_claims_rest_on_the_auditor_being_smaller():
     parameters than the target (an exact premise from the two ``parameters`` rows): a larger
     ``--model`` auditor leaves them inconclusive, naming the premise, however many bugs it
     finds."""
-    from paperstack.records import Row
     from probe_audit.cli import lm_target_claims
+
+    from paperstack.records import Row
 
     def rows(auditor: int, target: int) -> list[Row]:
         return [
