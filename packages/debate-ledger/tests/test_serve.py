@@ -3,9 +3,10 @@ serving a micro tiny model (the core's ``openai_server`` fixture), through ``Ope
 
 A debate run by the CLI is killed (SIGKILL) mid-run and resumed by rerunning the same command;
 the ledger equals the uninterrupted run's, row for row. The server's token counts and finish
-reasons are in the rows and the cost card counts every request. Against a dead server and a
-server that always answers 500, the one retry layer is the client's: the run ends with one line
-after ``--max-retries`` retries of one request, not one per pending call.
+reasons are in the rows and the cost card counts every request. Against a server that always
+answers 500, the one retry layer is the client's: the run ends with one line after
+``--max-retries`` retries of one request, not one per pending call (a dead port is the
+conformance suite's check).
 """
 
 from __future__ import annotations
@@ -130,20 +131,3 @@ def test_a_failing_server_is_asked_once_per_retry_not_once_per_pending_call(tmp_
     card = json.loads((tmp_path / "cost_card.json").read_text())
     assert card["sessions"][0]["failed"] >= 1
     assert card["sessions"][0]["completed"] is False
-
-
-def test_a_dead_server_is_one_line_within_seconds(tmp_path, capsys):
-    from paperstack.llm.serve import free_port
-
-    url = f"http://127.0.0.1:{free_port()}/v1"
-    argv = ["run", "--ledger", str(tmp_path / "l.jsonl"), "--family", "f", "--model", "m",
-            "--base-url", url, "--questions", str(_questions(tmp_path)), "--max-retries", "1",
-            "--no-progress"]  # fmt: skip
-    started = time.monotonic()
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    assert time.monotonic() - started < 15
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1
-    assert "cannot reach" in err[0]

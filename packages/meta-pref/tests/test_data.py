@@ -11,6 +11,7 @@ from meta_pref import (
     select_languages,
     write_pairs,
 )
+from meta_pref.cli import main
 
 
 def test_jsonl_round_trip(tmp_path, world):
@@ -70,3 +71,11 @@ def test_missing_file_and_directory(tmp_path):
         load_pairs(tmp_path / "nope.jsonl")
     with pytest.raises(MetaPrefError, match="is a directory"):
         load_pairs(tmp_path)
+
+
+def test_pairs_command_writes_jsonl(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    assert main(["pairs", "--out", str(path), "-n", "7", "--languages", "s1,far"]) == 0
+    pairs = load_pairs(path)
+    assert len(pairs) == 14
+    assert {p.lang for p in pairs} == {"s1", "far"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -46,3 +48,26 @@ def knowing():
     model, tok = tiny.pretrained("micro", (world,), steps=400, progress=False)
     model.eval()
     return model, tok, fact_splits(world, "science", n_forget=2, n_holdout=2)
+
+
+@pytest.fixture
+def micro_demo(monkeypatch):
+    """The --quick pipeline shrunk to seconds: micro model, 6 entities, 2 steps."""
+    from ra2_unlearn import demo
+
+    small = replace(
+        demo.QUICK,
+        preset="micro",
+        pretrain_steps=3,
+        n_entities=6,
+        n_forget=2,
+        n_holdout=2,
+        steps=2,
+        batch_size=4,
+        relearn_steps=1,
+        layer=1,
+        lr_grid=(0.5, 1.0),
+        methods=("ga", "rmu", "ra2"),
+    )
+    monkeypatch.setattr(demo, "QUICK", small)
+    return small

@@ -1,10 +1,14 @@
-"""bench's measurement in-process, and the optional multiple-choice (WMDP/MUSE-style) path."""
+"""bench (in-process and its ratios), and the optional multiple-choice (WMDP/MUSE-style) path."""
 
 from __future__ import annotations
 
+import pytest
 from ra2_unlearn.bench import measure
+from ra2_unlearn.cli import main
 from ra2_unlearn.data import load_mc_jsonl
 from ra2_unlearn.evaluate import greedy_answers, mc_accuracy
+
+from paperstack.records import load_results
 
 
 def test_measure_times_each_step_after_warmup():
@@ -33,3 +37,10 @@ def test_greedy_answers_keep_input_order_across_length_groups(micro):
     outs = greedy_answers(model, tok, prompts, max_new_tokens=3)
     assert len(outs) == 4
     assert outs[0] == outs[3]
+
+
+@pytest.mark.slow
+def test_bench_writes_ratios(tmp_path):
+    assert main(["bench", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    results = load_results(tmp_path / "bench.json")
+    assert results.row("ra2/rmu", "time_ratio").value > 0

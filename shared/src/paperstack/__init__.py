@@ -20,6 +20,6 @@ Importing :mod:`paperstack` imports none of the heavy libraries.
 
 from paperstack.errors import PaperstackError
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["PaperstackError", "__version__"]

@@ -119,10 +119,15 @@ def load_pretrained(
 ) -> T:
     """``loader(name_or_path, **kwargs)`` (a ``from_pretrained``) with one-line errors.
 
-    A local folder is checked first (:func:`check_model_dir`); a hub id is passed through, and
-    what fails while loading it is reported with the id.
+    A local folder is checked first (:func:`check_model_dir`); a preset of
+    :mod:`paperstack.models` (``smollm2-135m-instruct``) loads from its converted folder; a hub
+    id is passed through, and what fails while loading it is reported with the id.
     """
+    from paperstack import models
+
     target = str(name_or_path)
+    if models.is_preset(target) and not Path(target).exists():
+        target = str(models.model_path(target))
     if Path(target).expanduser().exists():
         target = str(check_model_dir(target))
     try:

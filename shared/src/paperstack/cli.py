@@ -2,7 +2,8 @@
 
 - ``paperstack demo --out DIR``: the toy world's own reproduction. The default tiny preset is
   trained on each task alone (or loaded from the cache) and its held-out accuracy is reported
-  against an untrained model of the same shape, with the floors every package relies on as claims.
+  against an untrained model of the same shape, with the floors every package relies on as claims;
+  beside it, SmolLM2-135M-Instruct's greedy tokens/s here (when its wheel is installed).
 - ``paperstack pretrain``: train (or fetch from the cache) one tiny model and print its directory.
 - ``paperstack check FILE``: validate a ``results.json`` (claims recomputed) or a JSONL log.
 - ``paperstack collect REPORTS``: rebuild ``REPORTS/index.md`` from every ``*/results.json``.
@@ -16,10 +17,14 @@ import argparse
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from paperstack import __version__
 from paperstack.contract import ContractCLI, Report, Run, positive_int
 from paperstack.errors import PaperstackError
+
+if TYPE_CHECKING:
+    from paperstack.records import Row
 
 #: The floors of the foundation issue: accuracy the default preset must reach on each task alone.
 FLOORS: dict[str, float] = {"addition": 0.90, "facts": 0.90, "countdown": 0.50}
@@ -198,9 +203,57 @@ def _demo(run: Run) -> Report:
             else ""
         )
     )
+    speed = _smollm2_speed(run)
+    if speed is not None:
+        rows.append(speed)
+        intro += (
+            f" Beside it, the real SmolLM2-135M-Instruct (`{speed.system}`): greedy tokens/s at "
+            f"batch 1 on {run.device}, {_SPEED_NEW_TOKENS} new tokens for one fixed chat prompt, "
+            f"mean and t-interval over {speed.n} timed runs after a warm-up."
+        )
     config = {"preset": preset, "tasks": names, "steps": steps, "eval_n": eval_n}
     return Report(rows, claims, title="paperstack toy world", intro=intro, figures=figures,
                   config=config)  # fmt: skip
+
+
+_SPEED_PROMPT = "Write a short story about a robot who learns to paint."
+_SPEED_NEW_TOKENS = 64
+_SPEED_RUNS = 3
+
+
+def _smollm2_speed(run: Run) -> Row | None:
+    """SmolLM2's greedy decoding speed (batch 1, a fixed prompt), or None when its wheel is not
+    installed (logged in one line) or in --quick mode (its first use converts it: a minute)."""
+    import time
+
+    from paperstack import models
+    from paperstack.llm.local import TransformersChat
+    from paperstack.records import Row
+    from paperstack.stats import mean_ci
+
+    name = "smollm2-135m-instruct"
+    if run.quick:
+        run.log(f"{name}: greedy tokens/s not measured in --quick mode")
+        return None
+    try:
+        models.model_path(name)
+    except models.MissingModelError as exc:
+        run.log(f"greedy tokens/s skipped: {exc}")
+        return None
+    chat = TransformersChat.from_pretrained(name, device=run.device, batch_size=1)
+    prompt = [[{"role": "user", "content": _SPEED_PROMPT}]]
+    chat.generate(prompt, max_new_tokens=8)  # warm-up
+    rates = []
+    for _ in range(_SPEED_RUNS):
+        start = time.perf_counter()
+        out = chat.generate(prompt, max_new_tokens=_SPEED_NEW_TOKENS)[0][0]
+        seconds = time.perf_counter() - start
+        tokens = getattr(out, "completion_tokens", None) or _SPEED_NEW_TOKENS
+        rates.append(tokens / seconds)
+    mean, ci = mean_ci(rates)
+    run.log(f"{name}: {mean:.1f} greedy tokens/s (batch 1, {run.device})")
+    return Row(system=name, metric="greedy_tokens_per_s", value=mean, ci95=ci, n=len(rates),
+               unit="tokens/s")  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

