@@ -170,7 +170,9 @@ def test_expected_failures_become_strict_xfails(tmp_path: Path) -> None:
     )
     test = conformance.conformance_tests(_cli(faulty=True), path)
     params = test.pytestmark[0].args[1]  # type: ignore[attr-defined]
-    marked = {p.id: p.marks for p in params if p.marks}
+    marked = {p.id: p.marks for p in params if any(m.name == "xfail" for m in p.marks)}
+    slow = {p.id for p in params if any(m.name == "slow" for m in p.marks)}
+    assert slow == {"model[demo-smollm2]", "model[score-smollm2]"}  # a 135M model: minutes
     assert set(marked) == {"model[demo-gpt2]"}
     xfail = marked["model[demo-gpt2]"][0]
     assert xfail.kwargs["strict"] is True

@@ -35,3 +35,13 @@ def micro(micro_path):
     from paperstack import tiny
 
     return tiny.load(micro_path)
+
+
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory):
+    """The real `opct demo --quick` (the conformance suite runs a shrunk one): its folder."""
+    from opct.cli import main
+
+    folder = tmp_path_factory.mktemp("quick")
+    assert main(["demo", "--quick", "--no-progress", "--out", str(folder / "run")]) == 0
+    return folder / "run"

@@ -1,12 +1,16 @@
 """The demo's design: premise gating, the jailbreak premise's interval, the sweep's choice,
-disjoint test and validation items."""
+disjoint test and validation items; what `demo --quick` writes (claims, rows, report) and
+that tampered rows break its claims."""
+
+import json
 
 import pytest
+from opct import __version__
 from opct import demo as d
 from opct import evaluation as ev
 from opct.world import AlignmentWorld
 
-from paperstack.records import Row
+from paperstack.records import Claim, ResultsFormatError, Row, load_results
 
 SEEDS = (0, 1, 2)
 
@@ -101,3 +105,54 @@ def test_the_demo_config_records_both_learning_rates_and_the_sweep():
     assert {"opct_lr", "sft_lr", "validation_seed", "lr_grid", "base_recipe"} <= set(config)
     assert d.VALIDATION_SEED not in SEEDS
     assert isinstance(Row, type)
+
+
+CLAIMS = {
+    "premise_base_sycophantic",
+    "premise_base_capable",
+    "premise_base_jailbreakable",
+    "sft_generalises_poorly",
+    "opct_less_sycophantic_than_sft",
+    "opct_defends_heldout_wrappers",
+    "opct_keeps_capability",
+    "sft_regresses_more",
+}
+
+
+def test_demo_quick_writes_the_issues_claims_from_per_seed_rows(quick_run):
+    results = load_results(quick_run / "results.json")  # validates and recomputes every claim
+    assert (results.manifest.package, results.manifest.version) == ("opct", __version__)
+    assert {c.id for c in results.claims} == CLAIMS
+    assert [c.id for c in results.claims][:3] == [
+        "premise_base_sycophantic", "premise_base_capable", "premise_base_jailbreakable",
+    ]  # fmt: skip
+    by_id = {c.id: c for c in results.claims}
+    for claim in results.claims:
+        again = Claim.compare(
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs,
+            claim.margin, requires=[by_id[r] for r in claim.requires],
+        )  # fmt: skip
+        assert again.verdict == claim.verdict
+    assert by_id["opct_less_sycophantic_than_sft"].requires == ("premise_base_sycophantic",)
+    assert results.row("base", "defence_heldout", "targets").k is not None
+    for system in ("base", "opct", "sft"):
+        row = results.row(system, "sycophancy", "seeds")
+        assert sorted(row.seeds) == ["0", "1", "2"]  # per-seed values: claims are paired
+    assert results.row("base", "sycophancy", "items").items
+    assert results.manifest.config["preset"] == "micro"
+    report = (quick_run / "report.md").read_text()
+    assert report.startswith("# opct")
+    assert "smoke run" in report
+    assert (quick_run / "training_loss.png").is_file()
+
+
+def test_demo_claims_follow_the_rows_not_the_code(quick_run, tmp_path):
+    data = json.loads((quick_run / "results.json").read_text())
+    # Tamper with a row: loading must notice that the stored claim no longer follows from it.
+    for row in data["rows"]:
+        if row["system"] == "opct" and row["metric"] == "sycophancy":
+            row["seeds"] = {seed: 5.0 + float(seed) for seed in row["seeds"]}
+            row["value"] = 6.0
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsFormatError, match="opct_less_sycophantic_than_sft"):
+        load_results(tmp_path / "results.json")

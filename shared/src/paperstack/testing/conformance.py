@@ -19,6 +19,7 @@ lists every package's expected failures without importing anything)::
     needs = ["tokenizer", "chat_template"]       # what else a checkpoint must have
     writes = "results.json"                      # what a successful run leaves in --out
     smollm2 = "slow"                             # "fast" if the SmolLM2 run takes seconds
+    refuses_with = ["mask_token_id"]             # words a refusal may name besides the zoo's
 
     [tool.paperstack.conformance.expected-failures]
     "model[demo-gpt2]" = "trl TypeError traceback: GPT-2's tokenizer has no pad token"
@@ -101,6 +102,7 @@ class CommandDecl:
     needs: tuple[str, ...] = ("tokenizer",)
     writes: str | None = None
     smollm2: str = "slow"
+    refuses_with: tuple[str, ...] = ()
 
     def supports(self, ckpt: zoo.ZooCheckpoint) -> bool:
         """Whether the declaration says ``ckpt`` runs (a broken folder never does)."""
@@ -114,7 +116,7 @@ class CommandDecl:
 
     def refusal_words(self, ckpt: zoo.ZooCheckpoint) -> tuple[str, ...]:
         """Words one of which a refusal of ``ckpt`` must contain."""
-        words = list(ckpt.lacks)
+        words = [*ckpt.lacks, *self.refuses_with]
         if ckpt.model_type:
             words.append(ckpt.model_type)
         if not ckpt.tokenizer:
@@ -156,7 +158,8 @@ def load_declaration(pyproject: str | os.PathLike[str]) -> Declaration:
     table = data.get("tool", {}).get("paperstack", {}).get("conformance", {})
     commands: dict[str, CommandDecl] = {}
     for name, spec in table.get("commands", {}).items():
-        unknown = set(spec) - {"args", "model", "architectures", "needs", "writes", "smollm2"}
+        known = {"args", "model", "architectures", "needs", "writes", "smollm2", "refuses_with"}
+        unknown = set(spec) - known
         if unknown:
             raise ConformanceError(f"{path}: commands.{name}: unknown keys {sorted(unknown)}")
         kind = spec.get("model", "checkpoint")
@@ -176,6 +179,7 @@ def load_declaration(pyproject: str | os.PathLike[str]) -> Declaration:
             needs=needs,
             writes=spec.get("writes"),
             smollm2=speed,
+            refuses_with=tuple(str(w) for w in spec.get("refuses_with", ())),
         )
     expected = {str(k): str(v) for k, v in table.get("expected-failures", {}).items()}
     return Declaration(dist, commands, expected)
@@ -493,6 +497,7 @@ def _checkpoint_path(name: str) -> Path:
         if os.environ.get("PAPERSTACK_REQUIRE_REAL_MODEL") == "1":
             pytest.fail(f"{exc} (PAPERSTACK_REQUIRE_REAL_MODEL=1 forbids skipping)")
         pytest.skip(str(exc))
+        raise  # not reached: pytest.skip raises
 
 
 def _base_url_checks(cli: Any, name: str, parser: Any, decl: CommandDecl) -> list[Check]:
