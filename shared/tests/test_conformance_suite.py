@@ -178,3 +178,15 @@ def test_expected_failures_become_strict_xfails(tmp_path: Path) -> None:
     assert xfail.kwargs["strict"] is True
     assert xfail.kwargs["reason"] == "TypeError traceback"
     assert all(isinstance(p.values[0], Check) for p in params)
+
+
+def test_a_command_declared_slow_runs_its_supported_checkpoints_with_the_slow_tests(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(DECLARATION.replace('needs = ["tokenizer", "chat_template"]', "slow = true"))
+    test = conformance.conformance_tests(_cli(faulty=False), path)
+    params = test.pytestmark[0].args[1]  # type: ignore[attr-defined]
+    slow = {p.id for p in params if any(m.name == "slow" for m in p.marks)}
+    supported = {f"model[score-{n}]" for n in ("llama", "qwen2", "qwen3", "gpt2", "mistral")}
+    assert slow == supported | {"model[demo-smollm2]", "model[score-smollm2]"}

@@ -20,6 +20,7 @@ lists every package's expected failures without importing anything)::
     writes = "results.json"                      # what a successful run leaves in --out
     smollm2 = "slow"                             # "fast" if the SmolLM2 run takes seconds
     refuses_with = ["mask_token_id"]             # words a refusal may name besides the zoo's
+    slow = false                                 # true: its model runs take tens of seconds
 
     [tool.paperstack.conformance.expected-failures]
     "model[demo-gpt2]" = "trl TypeError traceback: GPT-2's tokenizer has no pad token"
@@ -39,7 +40,9 @@ The checks (each one pytest case, its id in brackets):
   what is missing (the architecture, the chat template, the pad token, the tokenizer, the
   truncated file). Never a traceback, never exit 0 having done nothing. A 135M model makes a
   demo that trains and evaluates take minutes on a CPU, so a SmolLM2 check is marked ``slow``
-  (run with ``-m slow``) unless its command is declared ``smollm2 = "fast"``;
+  (run with ``-m slow``) unless its command is declared ``smollm2 = "fast"``; a command whose
+  smallest run still takes tens of seconds on a zoo checkpoint is declared ``slow = true``, and
+  its model checks on the checkpoints it supports run with the slow tests too;
 - ``base-url-dead[cmd]`` / ``base-url-model[cmd]``: ``--base-url`` at a port nobody listens on,
   and a real server (``transformers serve``) asked for a model it does not serve: exit non-zero
   with one line.
@@ -103,6 +106,7 @@ class CommandDecl:
     writes: str | None = None
     smollm2: str = "slow"
     refuses_with: tuple[str, ...] = ()
+    slow: bool = False
 
     def supports(self, ckpt: zoo.ZooCheckpoint) -> bool:
         """Whether the declaration says ``ckpt`` runs (a broken folder never does)."""
@@ -158,7 +162,9 @@ def load_declaration(pyproject: str | os.PathLike[str]) -> Declaration:
     table = data.get("tool", {}).get("paperstack", {}).get("conformance", {})
     commands: dict[str, CommandDecl] = {}
     for name, spec in table.get("commands", {}).items():
-        known = {"args", "model", "architectures", "needs", "writes", "smollm2", "refuses_with"}
+        known = {
+            "args", "model", "architectures", "needs", "writes", "smollm2", "refuses_with", "slow",
+        }  # fmt: skip
         unknown = set(spec) - known
         if unknown:
             raise ConformanceError(f"{path}: commands.{name}: unknown keys {sorted(unknown)}")
@@ -180,6 +186,7 @@ def load_declaration(pyproject: str | os.PathLike[str]) -> Declaration:
             writes=spec.get("writes"),
             smollm2=speed,
             refuses_with=tuple(str(w) for w in spec.get("refuses_with", ())),
+            slow=bool(spec.get("slow", False)),
         )
     expected = {str(k): str(v) for k, v in table.get("expected-failures", {}).items()}
     return Declaration(dist, commands, expected)
@@ -471,7 +478,7 @@ def _model_check(
         else:
             _refused_in_one_line(outcome, prog, decl.refusal_words(ckpt), hide=path)
 
-    slow = ckpt.name in zoo.REAL and decl.smollm2 == "slow"
+    slow = (ckpt.name in zoo.REAL and decl.smollm2 == "slow") or (decl.slow and decl.supports(ckpt))
     return Check(f"model[{name}-{ckpt.name}]", run, slow=slow)
 
 
@@ -558,8 +565,7 @@ def _sigterm_leaves_nothing_partial(prog: str, argv: list[str], out: Path) -> No
             load_results(results)
         except Exception as exc:
             raise ConformanceError(f"{results}: partial after SIGTERM: {exc}") from None
-        if proc.returncode != 0:
-            raise ConformanceError(f"{results}: written, yet the run exited {proc.returncode}")
+        # Whole: the signal came after the atomic write (a quick demo may be that far).
 
 
 # --------------------------------------------------------------------------- pytest
