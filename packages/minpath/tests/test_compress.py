@@ -2,8 +2,8 @@
 
 import json
 
-import pytest
 from minpath.cli import main
+from test_demo import _one_line_error
 
 
 def _jsonl(path, *records):
@@ -26,15 +26,6 @@ def test_compress_writes_each_cot_with_its_fallback_recorded(tmp_path, capsys):
     assert lines[1]["text"] == "4*2=8\n3+8=11"
     assert "no final answer" in lines[1]["fallback"]
     assert "1 compressed, 1 kept as they were" in capsys.readouterr().out
-
-
-def _one_line_error(capsys, argv):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
 
 
 def test_compress_cycle_is_one_line_naming_the_record(tmp_path, capsys):
