@@ -48,6 +48,7 @@ SCRIPTS = [
     "tools/changed-packages",
     "tools/release",
     "tools/conformance-xfails",
+    "tools/gpu-sweep",
 ]
 
 
@@ -326,6 +327,38 @@ def tools(session: nox.Session) -> None:
     session.run("pytest", str(ROOT / "tools" / "tests"), *session.posargs)
 
 
+@nox.session(name="gpu-wheelhouse")
+def gpu_wheelhouse(session: nox.Session) -> None:
+    """``.whl/`` (git-ignored) for tools/gpu-sweep on a lent GPU machine, which has no network.
+
+    cp312 manylinux x86_64 wheels of what its image lacks (``[wheels]`` in tools/gpu-sweep.toml,
+    downloaded with ``--no-deps`` under tools/constraints.txt), plus our own wheels (the core and
+    every package the sweep runs); then tools/_gpu.py checks every wheel's Requires-Dist against
+    the other wheels and the image's versions, and measures what a device call would carry
+    (fails over 64 MiB with the working tree). Starts from an empty ``.whl/``: one version each.
+    """
+    import _gpu
+
+    _guard(session)
+    _install(session, "pip", "packaging")
+    data = _gpu.load()
+    out = ROOT / ".whl"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    platforms = [arg for tag in _gpu.PLATFORMS for arg in ("--platform", tag)]
+    session.run(
+        "python", "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+        "--python-version", "3.12", "--implementation", "cp", *platforms, "--dest", str(out),
+        *(f"{name}=={version}" for name, version in sorted(data.wheels.items())),
+    )  # fmt: skip
+    tmp = Path(session.create_tmp()).resolve() / "gpu-wheels"
+    core = next(p for p in discover(ROOT) if p.is_core)
+    for pkg in [core, *(_package_arg(step.dist) for step in data.steps)]:
+        shutil.copy2(_uv_build(session, pkg, tmp / pkg.dist, sdist=False), out)
+    session.run("python", str(ROOT / "tools" / "_gpu.py"), "check", "--wheels", str(out))
+    session.run("python", str(ROOT / "tools" / "_gpu.py"), "size", "--wheels", str(out))
+
+
 @nox.session(venv_backend="uv")
 @nox.parametrize("package", ALL)
 def build(session: nox.Session, package: str) -> None:
@@ -395,17 +428,58 @@ def _run_demo_env(session: nox.Session, pkg: Package) -> None:
 @nox.session
 @nox.parametrize("package", WITH_CLI)
 def reproduce(session: nox.Session, package: str) -> None:
-    """Full demo into reports/<dist>/, then reports/index.md from every results.json.
+    """The committed demo again, into reports/<dist>/, then reports/index.md.
 
-    Runs ``<cli> demo --out reports/<dist>`` (embedded defaults) in the package's own venv, then
-    ``paperstack collect reports``. Arguments after ``--`` go to the demo
-    (``-- --device cuda --model <id>``)."""
+    Replays the command line the committed ``reports/<dist>/results.json`` records in its
+    manifest (``--reduced``, ``--seeds``... as they were; ``--out`` pointed at reports/<dist>),
+    so the defaults of today's code cannot silently differ from what produced the report; with
+    no committed run, ``<cli> demo --out reports/<dist>`` (embedded defaults). Arguments after
+    ``--`` replace the replayed ones (``-- demo --device cuda --model <id>``). Then
+    ``paperstack collect reports``."""
     pkg = _package_arg(package)
     assert pkg.cli is not None
     _run_demo_env(session, pkg)
     out = REPORTS / pkg.dist
-    session.run(pkg.cli, "demo", "--out", str(out), *session.posargs)
+    if session.posargs:
+        args = list(session.posargs)
+        if args and args[0].startswith("-"):
+            args = ["demo", *args]
+    else:
+        args = _committed_args(out / "results.json") or ["demo"]
+        session.log(f"replaying the committed command: {pkg.cli} {' '.join(args)}")
+    session.run(pkg.cli, *_with_out(args, out))
     session.run("paperstack", "collect", str(REPORTS))
+
+
+def _committed_args(results: Path) -> list[str] | None:
+    """The arguments (program name dropped) of the run that wrote ``results``, or None."""
+    import json
+
+    try:
+        command = json.loads(results.read_text(encoding="utf-8"))["manifest"]["command"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(command, list) or len(command) < 2:
+        return None
+    args = [str(a) for a in command[1:]]
+    return args if args[0] == "demo" else None
+
+
+def _with_out(args: list[str], out: Path) -> list[str]:
+    """``args`` with ``--out`` (either spelling) set to ``out``."""
+    kept: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--out":
+            skip = True
+            continue
+        if a.startswith("--out="):
+            continue
+        kept.append(a)
+    return [*kept, "--out", str(out)]
 
 
 @nox.session(name="reproduce-quick")

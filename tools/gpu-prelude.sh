@@ -18,6 +18,12 @@
 #   gpu_tests SECONDS [pytest args ...]  the package's gpu-marked tests -> $OUT/gpu-tests.txt;
 #                                        returns pytest's status (0 with a note without pytest,
 #                                        and when no test is marked gpu: pytest's 5)
+#   gpu_left                             seconds left of $GPU_BUDGET_S (the step's budget under
+#                                        tools/gpu-sweep; 480 when unset), counted from sourcing
+#
+# Under tools/gpu-sweep (PAPERSTACK_GPU_SETUP_DONE=1) the sweep has installed .whl/ and put the
+# source trees on PYTHONPATH once for every step, so nothing is installed here: the prelude only
+# checks CUDA and the named modules and records env.txt (a few seconds of each step's budget).
 
 set -euo pipefail
 unset TRITON_INTERPRET
@@ -32,17 +38,30 @@ PY="${PYTHON:-python3}"
 PYTEST_PLUGIN=()
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" TOKENIZERS_PARALLELISM=false
 
-_wheels="${WHEELS:-$ROOT/.whl}"
-if compgen -G "$_wheels/*.whl" >/dev/null; then
-  "$PY" -m pip install --quiet --no-deps --no-index "$_wheels"/*.whl
-fi
-if "$PY" -m pip install --quiet --no-deps --no-build-isolation "$ROOT/shared" "$PKG" \
-    >"$OUT/pip.txt" 2>&1; then
-  echo "gpu.sh: installed paperstack-core and $_dist (pip --no-deps)"
+_gpu_start=$SECONDS
+GPU_BUDGET_S="${GPU_BUDGET_S:-480}"
+[[ "$GPU_BUDGET_S" =~ ^[0-9]+$ ]] || { echo "gpu-prelude.sh: GPU_BUDGET_S must be whole seconds, got '$GPU_BUDGET_S'" >&2; exit 2; }
+export GPU_BUDGET_S
+gpu_left() { echo $((GPU_BUDGET_S - (SECONDS - _gpu_start))); }
+
+if [[ "${PAPERSTACK_GPU_SETUP_DONE:-0}" == "1" ]]; then
+  # The core's wheel there registers paperstack's pytest plugin (entry point): no -p needed.
+  echo "gpu.sh: using tools/gpu-sweep's setup (no install); budget ${GPU_BUDGET_S} s"
 else
-  echo "gpu.sh: pip could not build offline (see $OUT/pip.txt); running from the source trees"
-  export PYTHONPATH="$ROOT/shared/src:$PKG/src${PYTHONPATH:+:$PYTHONPATH}"
-  PYTEST_PLUGIN=(-p paperstack.testing)
+  _wheels="${WHEELS:-$ROOT/.whl}"
+  : >"$OUT/pip.txt"
+  if compgen -G "$_wheels/*.whl" >/dev/null &&
+      ! "$PY" -m pip install --quiet --no-deps --no-index "$_wheels"/*.whl >>"$OUT/pip.txt" 2>&1; then
+    echo "gpu.sh: pip could not install $_wheels/*.whl (see $OUT/pip.txt); going on without them"
+  fi
+  if "$PY" -m pip install --quiet --no-deps --no-build-isolation "$ROOT/shared" "$PKG" \
+      >>"$OUT/pip.txt" 2>&1; then
+    echo "gpu.sh: installed paperstack-core and $_dist (pip --no-deps)"
+  else
+    echo "gpu.sh: pip could not build offline (see $OUT/pip.txt); running from the source trees"
+    export PYTHONPATH="$ROOT/shared/src:$PKG/src${PYTHONPATH:+:$PYTHONPATH}"
+    PYTEST_PLUGIN=(-p paperstack.testing)
+  fi
 fi
 
 "$PY" - "$@" <<'PY' | tee "$OUT/env.txt"

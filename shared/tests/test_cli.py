@@ -67,7 +67,7 @@ def test_collect_builds_the_index(tmp_path: Path) -> None:
     proc = _run("collect", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "index.md").read_text()
-    assert "| one | 0.1.0 | 1 / 0 / 0 | [one](one/report.md) |" in text
+    assert "| one | 0.1.0 | 1 / 0 / 0 | 0 | [one](one/report.md) |" in text
     assert "## two 0.1.0" in text
 
 

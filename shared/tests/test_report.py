@@ -50,7 +50,7 @@ def test_claims_table_names_the_premise_that_gated_a_claim() -> None:
         "beats", "b", res.rows, ("method", "acc"), "gt", ("baseline", "acc"), requires=[premise]
     )
     text = claims_table([premise, gated])
-    assert "| beats | **inconclusive** (premise `premise` not held) |" in text
+    assert "| beats | **inconclusive** (premise `premise` not held; measured alone: held) |" in text
     assert "0.112 [0.0637, 0.161]" in text  # what was measured stays in the table
 
 

@@ -57,3 +57,27 @@ def test_prelude_stops_before_the_bench_without_torch_or_cuda(tmp_path: Path) ->
     assert last.startswith("gpu.sh: ")
     assert "torch is not installed" in last or "no CUDA" in last
     assert (tmp_path / "out" / "pip.txt").is_file()
+
+
+def test_prelude_under_the_sweep_installs_nothing_and_still_checks_cuda(tmp_path: Path) -> None:
+    dist = SCRIPTS[0].parts[-3]
+    script = tmp_path / "run.sh"
+    script.write_text(f'source "{ROOT / PRELUDE}" {dist}\necho "left $(gpu_left)"\n')
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path / "out"),
+           "PAPERSTACK_GPU_SETUP_DONE": "1", "GPU_BUDGET_S": "40"}  # fmt: skip
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "using tools/gpu-sweep's setup (no install); budget 40 s" in done.stdout
+    assert not (tmp_path / "out" / "pip.txt").exists()  # no pip run at all
+    assert done.stderr.strip().splitlines()[-1].startswith("gpu.sh: ")
+
+
+def test_prelude_refuses_a_budget_that_is_not_seconds(tmp_path: Path) -> None:
+    dist = SCRIPTS[0].parts[-3]
+    script = tmp_path / "run.sh"
+    script.write_text(f'source "{ROOT / PRELUDE}" {dist}\necho "bench ran"\n')
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path / "out"),
+           "GPU_BUDGET_S": "1m"}  # fmt: skip
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "gpu-prelude.sh: GPU_BUDGET_S must be whole seconds, got '1m'"

@@ -31,25 +31,36 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from paperstack.errors import PaperstackError
+
 __all__ = ["CacheError", "build_once", "cache_root", "read_record"]
 
 MARKER = "paperstack-entry.json"
 
 
-class CacheError(RuntimeError):
-    """A cache entry that cannot be read, or a builder that did not complete its entry."""
+class CacheError(PaperstackError, RuntimeError):
+    """A cache entry that cannot be read, a cache root that cannot be used, or a builder that
+    did not complete its entry: one line for the user (a :class:`PaperstackError`), still a
+    ``RuntimeError`` for callers written against 0.2."""
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The cache root: ``cache_dir``, else ``$PAPERSTACK_CACHE``, else the user cache directory."""
     if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("PAPERSTACK_CACHE")
-    if env:
-        return Path(env)
-    import platformdirs
+        root, what = Path(cache_dir), f"cache directory {cache_dir}"
+    elif os.environ.get("PAPERSTACK_CACHE"):
+        value = os.environ["PAPERSTACK_CACHE"]
+        root, what = Path(value).expanduser(), f"PAPERSTACK_CACHE={value}"
+    else:
+        import platformdirs
 
-    return Path(platformdirs.user_cache_dir("paperstack"))
+        root = Path(platformdirs.user_cache_dir("paperstack"))
+        what = f"the cache directory {root}"
+    if root.exists() and not root.is_dir():
+        raise CacheError(f"{what}: exists and is not a directory")
+    if root.is_symlink() and not root.exists():
+        raise CacheError(f"{what}: a dangling symbolic link")
+    return root
 
 
 def build_once(
@@ -74,7 +85,12 @@ def build_once(
     path = Path(path)
     if (path / marker).is_file():
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheError(
+            f"{path.parent}: cannot create the cache folder ({exc.strerror})"
+        ) from None
     with FileLock(str(path.parent / f"{path.name}.lock")):
         if (path / marker).is_file():  # another process built it while we waited
             return path

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from paperstack import __version__
-from paperstack.contract import ContractCLI, Report, Run, positive_int
+from paperstack.contract import ContractCLI, Report, Run, positive_int, seed_int
 from paperstack.errors import PaperstackError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default=None)
     p.add_argument("--task", action="append", required=True, help="task name (repeatable)")
     p.add_argument("--steps", type=positive_int, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar or lines")
 
 
@@ -98,16 +98,27 @@ def _import_tiny() -> ModuleType:
 
 
 def _check(path: Path) -> int:
-    from paperstack.records import load_results, read_jsonl, verdict_counts
+    from paperstack.records import load_results, read_jsonl, revision_known, verdict_counts
 
     if path.suffix == ".jsonl":
         records = read_jsonl(path)
         print(f"{path}: {len(records)} records, all complete")
         return 0
     results = load_results(path)
+    rev = results.manifest.git_revision
+    if rev and revision_known(rev, path) is False:
+        raise PaperstackError(
+            f"{path}: field 'manifest.git_revision': {rev} is not a commit of this repository "
+            "(run from an unpublished or rewritten history: rerun the demo from a commit)"
+        )
+    sealed = (
+        "digest matches"
+        if results.digest is not None
+        else "no digest (written before paperstack-core 0.3: edits cannot be detected)"
+    )
     print(
         f"{path}: {len(results.rows)} rows, {len(results.claims)} claims "
-        f"({verdict_counts(results.claims)}), every verdict follows from the rows"
+        f"({verdict_counts(results.claims)}), every verdict follows from the rows; {sealed}"
     )
     return 0
 

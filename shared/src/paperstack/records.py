@@ -25,11 +25,14 @@ resume.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
 import platform
+import re
 import stat
 import subprocess
 import sys
@@ -69,6 +72,10 @@ __all__ = [
     "load_results",
     "prepare_out_dir",
     "read_jsonl",
+    "redact_secrets",
+    "revision_known",
+    "save_figure",
+    "strict_json_loads",
     "verdict_counts",
     "write_results",
 ]
@@ -177,18 +184,47 @@ def prepare_out_dir(path: str | os.PathLike[str]) -> Path:
     """Create the output directory of a run up front, failing in one line if it cannot be used.
 
     Checked before any work starts, so a ten-minute demo does not die at its last write because
-    ``--out`` named a file or a read-only place.
+    ``--out`` named a file, a dangling link, a read-only place or a full disk: a 4 KiB probe is
+    written, flushed and removed (an empty file would still fit on a full file system). An empty
+    path is refused (``Path("")`` would be the current folder). A folder this call created is
+    removed again when the probe fails.
     """
+    if not os.fspath(path).strip():
+        raise PaperstackError("--out: empty path; name the output directory")
     out = Path(path)
+    if out.is_symlink() and not out.exists():
+        raise PaperstackError(f"--out {out}: a dangling symbolic link (to {os.readlink(out)})")
     if out.exists() and not out.is_dir():
         raise PaperstackError(f"--out {out}: exists and is not a directory")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-") as fh:
+            fh.write(b"\0" * 4096)
+            fh.flush()
+            os.fsync(fh.fileno())
     except OSError as exc:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
         raise PaperstackError(f"--out {out}: cannot write there ({exc.strerror})") from None
     return out
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> Path:
+    """Save a matplotlib figure atomically: rendered in memory, then :func:`atomic_write`.
+
+    ``fig.savefig(path)`` straight to the final name leaves a 0-byte or torn image behind when
+    the disk fills or the process is killed mid-write; here a reader sees the old image or the
+    new one. The format comes from the suffix unless ``format=`` is given.
+    """
+    import io
+
+    target = Path(path)
+    buf = io.BytesIO()
+    savefig.setdefault("format", target.suffix.lstrip(".") or "png")
+    fig.savefig(buf, **savefig)
+    return atomic_write(target, buf.getvalue())
 
 
 # --------------------------------------------------------------------------- JSONL
@@ -227,10 +263,20 @@ class JsonlWriter:
             line = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
             raise ResultsFormatError(f"{self.path}: record is not JSON: {exc}") from None
-        self._fh.write(line.encode("utf-8") + b"\n")
-        self._fh.flush()
-        if self._fsync:
-            os.fsync(self._fh.fileno())
+        start = self._fh.tell()
+        try:
+            self._fh.write(line.encode("utf-8") + b"\n")
+            self._fh.flush()
+            if self._fsync:
+                os.fsync(self._fh.fileno())
+        except OSError:
+            # A full disk mid-line: cut the torn line off so the log stays whole, then report.
+            with contextlib.suppress(OSError, ValueError):
+                self._fh.close()
+                with open(self.path, "rb+") as fh:
+                    fh.truncate(start)
+                self._fh = open(self.path, "ab")  # noqa: SIM115
+            raise
 
     def write_many(self, records: Iterable[Mapping[str, Any]]) -> None:
         for record in records:
@@ -252,6 +298,23 @@ class JsonlWriter:
         self.close()
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (NaN and infinities are refused)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a 64-bit float")
+    return value
+
+
+def strict_json_loads(text: str | bytes) -> Any:
+    """``json.loads`` that refuses ``NaN``, ``Infinity`` and numbers that overflow to one
+    (``1e999``): none is JSON, and each would pass into a verdict as a number."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+
+
 def iter_jsonl(
     path: str | os.PathLike[str], *, allow_torn_tail: bool = False
 ) -> Iterator[dict[str, Any]]:
@@ -268,6 +331,13 @@ def iter_jsonl(
         raise ResultsFormatError(f"{p}: no such file") from None
     except OSError as exc:
         raise ResultsFormatError(f"{p}: cannot read: {exc.strerror}") from None
+    if b"\0" in raw:
+        at = raw.index(b"\0")
+        number = raw.count(b"\n", 0, at) + 1
+        raise ResultsFormatError(
+            f"{p}: line {number}: NUL bytes (zeros written in place of data: a crash before the "
+            "data reached the disk, or not a JSONL file)"
+        )
     lines = raw.split(b"\n")
     complete = raw.endswith(b"\n") or not raw
     if complete:
@@ -277,9 +347,9 @@ def iter_jsonl(
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            if last and not complete:
+            obj = strict_json_loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            if last and not complete and isinstance(exc, (json.JSONDecodeError, UnicodeError)):
                 if allow_torn_tail:
                     return
                 raise ResultsFormatError(
@@ -348,9 +418,11 @@ def iter_user_jsonl(
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = strict_json_loads(text)
         except json.JSONDecodeError as exc:
             raise error(f"{where}: not JSON ({exc.msg})") from None
+        except ValueError as exc:
+            raise error(f"{where}: {exc}") from None
         if not isinstance(obj, dict):
             raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
         yield where, obj
@@ -363,6 +435,30 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+_SECRET_PARAMS = re.compile(
+    r"(?P<key>[?&;](?:api[_-]?key|key|token|access[_-]?token|password|secret|sig)=)[^&#\s]+",
+    re.IGNORECASE,
+)
+
+
+def redact_secrets(text: str) -> str:
+    """``https://user:pw@host/v1?api_key=s`` -> ``https://***@host/v1?api_key=***``: what a URL
+    may carry that must not land in a manifest, a cost card or a log."""
+    text = _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)
+    return _SECRET_PARAMS.sub(r"\g<key>***", text)
+
+
+def _redact(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return redact_secrets(obj)
+    if isinstance(obj, dict):
+        return {k: _redact(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redact(v) for v in obj]
+    return obj
+
+
 class Manifest(_Model):
     """Who ran what, where: enough to rerun it and to see why two runs differ."""
 
@@ -372,6 +468,10 @@ class Manifest(_Model):
     config: dict[str, Any] = Field(default_factory=dict)
     command: list[str] = Field(default_factory=list)
     git_revision: str | None = None
+    #: For a run from a tree with uncommitted changes (``git_revision`` ends in ``-dirty``):
+    #: ``{"diff_sha256": ..., "files": [...]}``, the hash of ``git diff HEAD`` and the changed
+    #: and untracked paths, so a reader knows what the revision alone does not say.
+    dirty: dict[str, Any] | None = None
     libraries: dict[str, str] = Field(default_factory=dict)
     host: dict[str, Any] = Field(default_factory=dict)
     started: str = ""
@@ -392,9 +492,10 @@ class Manifest(_Model):
             package=package,
             version=version,
             seed=seed,
-            config=_jsonable(dict(config or {})),
-            command=list(sys.argv if command is None else command),
+            config=_redact(_jsonable(dict(config or {}))),
+            command=[redact_secrets(a) for a in (sys.argv if command is None else command)],
             git_revision=_git_revision(),
+            dirty=_git_dirty(),
             libraries=library_versions(),
             host=_host(),
             started=_now(),
@@ -797,12 +898,35 @@ class Claim(_Model):
             unmet=unmet,
         )
 
+    @property
+    def measured_verdict(self) -> Verdict:
+        """The verdict this claim's own interval gives, premises aside: what a gate hides.
+
+        A gated claim is inconclusive because the toy could not show the effect, but the
+        difference was still measured; a reader must see whether it pointed for or against
+        the method (``held``/``not_held`` here), not only that it was gated."""
+        if self.exact:
+            return _exact_verdict(self.op, self.diff, self.margin)
+        if self.ci95 is None or (self.n is not None and self.n < 2):
+            return "inconclusive"
+        lo, hi = self.ci95
+        if hi - lo <= 1e-9 * max(1.0, abs(self.diff)):
+            return "inconclusive"
+        return _verdict(self.op, lo, hi, self.margin)
+
+    @property
+    def gated_against(self) -> bool:
+        """Inconclusive only by a premise gate, while its own interval lies against it."""
+        return bool(self.unmet) and self.measured_verdict == "not_held"
+
     def premise_text(self) -> str:
-        """``premise `base_sycophantic` not held`` when premises gated the claim, else ``""``."""
+        """``premise `base_sycophantic` not held; measured alone: not held`` when premises
+        gated the claim, else ``""``."""
         if not self.unmet:
             return ""
         names = ", ".join(f"`{u}`" for u in self.unmet)
-        return f"premise {names} not held" if len(self.unmet) == 1 else f"premises {names} not held"
+        gate = f"premise {names} not held" if len(self.unmet) == 1 else f"premises {names} not held"
+        return f"{gate}; measured alone: {VERDICT_TEXT[self.measured_verdict]}"
 
     def interval_text(self) -> str:
         """``0.07 [0.02, 0.12]``: the difference and its interval (or ``exact``)."""
@@ -844,11 +968,15 @@ VERDICT_TEXT: dict[str, str] = {
 
 
 def verdict_counts(claims: Sequence[Claim]) -> str:
-    """``2 held / 1 not held / 1 inconclusive``: the count every summary prints."""
+    """``2 held / 1 not held / 3 inconclusive (1 gated, measured against)``: the count every
+    summary prints; the parenthesis counts the inconclusive claims that a premise gate made
+    inconclusive although their own interval lay against the method."""
     held = sum(c.verdict == "held" for c in claims)
     not_held = sum(c.verdict == "not_held" for c in claims)
     unsure = sum(c.verdict == "inconclusive" for c in claims)
-    return f"{held} held / {not_held} not held / {unsure} inconclusive"
+    against = sum(c.gated_against for c in claims)
+    extra = f" ({against} gated, measured against)" if against else ""
+    return f"{held} held / {not_held} not held / {unsure} inconclusive{extra}"
 
 
 def _index(rows: Sequence[Row]) -> dict[RowKey, Row]:
@@ -882,11 +1010,27 @@ class Results(_Model):
     manifest: Manifest
     rows: list[Row]
     claims: list[Claim] = Field(default_factory=list)
+    #: ``sha256:<hex>`` of everything above in canonical JSON, stamped by :func:`write_results`:
+    #: an edited statement, a lowered margin recomputed with ``Claim.compare``, an edited row no
+    #: claim reads, or a changed manifest no longer matches it. Files written before 0.3 have
+    #: none (``paperstack check`` says so). It catches edits, not forgery: anyone can restamp.
+    digest: str | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
+    def content_digest(self) -> str:
+        """``sha256:<hex>`` of the manifest, rows and claims in canonical JSON."""
+        data = self.model_dump(mode="json", by_alias=True, exclude={"digest"})
+        canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+    def stamped(self) -> Results:
+        """A copy carrying :meth:`content_digest` (what :func:`write_results` writes)."""
+        return self.model_copy(update={"digest": self.content_digest()})
+
     def check(self) -> Results:
-        """Recompute every claim from the rows; raise if a stored claim disagrees with them."""
+        """Recompute every claim from the rows; raise if a stored claim disagrees with them, or
+        if the stored digest does not match the content (an edit after the run)."""
         if self.schema_ != SCHEMA_VERSION:
             hint = " (written by paperstack-core 0.1: rerun the demo)" if self.schema_ == 1 else ""
             raise ResultsFormatError(
@@ -935,6 +1079,11 @@ class Results(_Model):
                     )
                     + ")"
                 )
+        if self.digest is not None and self.digest != self.content_digest():
+            raise ResultsFormatError(
+                "field 'digest': the manifest, rows or claims were edited after the run "
+                "(their digest no longer matches; rerun the demo rather than edit results)"
+            )
         return self
 
     def row(self, system: str, metric: str, split: str | None = None) -> Row:
@@ -954,8 +1103,9 @@ def write_results(path: str | os.PathLike[str], results: Results) -> Path:
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
-    results.check()
-    return atomic_write_json(p, results.to_json())
+    stamped = results.stamped()
+    stamped.check()
+    return atomic_write_json(p, stamped.to_json())
 
 
 def load_results(path: str | os.PathLike[str]) -> Results:
@@ -974,11 +1124,13 @@ def load_results(path: str | os.PathLike[str]) -> Results:
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultsFormatError(f"{p}: cannot read: {exc}") from None
     try:
-        data = json.loads(text)
+        data = strict_json_loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsFormatError(
             f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except ValueError as exc:
+        raise ResultsFormatError(f"{p}: {exc}") from None
     if not isinstance(data, dict):
         raise ResultsFormatError(f"{p}: expected a JSON object at the top level")
     try:
@@ -1043,6 +1195,51 @@ def _git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         dirty = ""
     return rev + ("-dirty" if dirty else "") if rev else None
+
+
+def _git_dirty(limit: int = 200) -> dict[str, Any] | None:
+    """What is uncommitted in the working tree: the sha256 of ``git diff HEAD --binary`` and
+    up to ``limit`` changed or untracked paths; None for a clean tree or outside git."""
+    try:
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=normal"],
+            capture_output=True, timeout=10, check=True, text=True,
+        ).stdout  # fmt: skip
+        if not status.strip():
+            return None
+        diff = subprocess.run(
+            ["git", "diff", "HEAD", "--binary"], capture_output=True, timeout=30, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    files = [line[3:] for line in status.splitlines() if len(line) > 3]
+    return {
+        "diff_sha256": hashlib.sha256(diff).hexdigest(),
+        "files": files[:limit],
+        "files_total": len(files),
+    }
+
+
+def revision_known(revision: str, where: str | os.PathLike[str] = ".") -> bool | None:
+    """Whether ``revision`` (``-dirty`` stripped) is a commit of the git repository holding
+    ``where``; None when ``where`` is not in a git work tree (nothing to check against)."""
+    rev = revision.removesuffix("-dirty")
+    folder = Path(where)
+    folder = folder if folder.is_dir() else folder.parent
+    try:
+        inside = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        found = subprocess.run(
+            ["git", "-C", str(folder), "cat-file", "-e", f"{rev}^{{commit}}"],
+            capture_output=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.returncode == 0
 
 
 def _host() -> dict[str, Any]:

@@ -218,17 +218,21 @@ def write_index(reports_dir: str | os.PathLike[str]) -> Path:
         "the other side, inconclusive otherwise.\n",
     ]
     summary = [
-        "| package | version | held / not held / inconclusive | report |",
-        "|---|---|---|---|",
+        "| package | version | held / not held / inconclusive | of the inconclusive: gated, "
+        "measured against | report |",
+        "|---|---|---|---|---|",
     ]
     sections = []
+    totals = [0, 0, 0, 0]
     for path in found:
         res = load_results(path)
         m = res.manifest
         counts = [sum(c.verdict == v for c in res.claims) for v in VERDICT_TEXT]
+        against = sum(c.gated_against for c in res.claims)
+        totals = [a + b for a, b in zip(totals, [*counts, against], strict=True)]
         rel = path.parent.name
         summary.append(
-            f"| {m.package} | {m.version} | {' / '.join(map(str, counts))} "
+            f"| {m.package} | {m.version} | {' / '.join(map(str, counts))} | {against} "
             f"| [{rel}]({rel}/report.md) |"
         )
         sections.append(
@@ -239,7 +243,9 @@ def write_index(reports_dir: str | os.PathLike[str]) -> Path:
             + markdown_table(res.rows)
         )
     if not found:
-        summary.append("| _no results yet_ | | | |")
+        summary.append("| _no results yet_ | | | | |")
+    else:
+        summary.append(f"| **all** | | {' / '.join(map(str, totals[:3]))} | {totals[3]} | |")
     parts.append("\n".join(summary) + "\n")
     parts.extend(sections)
     return atomic_write(root / "index.md", "\n".join(parts))

@@ -48,6 +48,7 @@ from paperstack.llm.base import (
     truncate_at_stop,
 )
 from paperstack.llm.cost import CostLedger
+from paperstack.records import redact_secrets
 
 if TYPE_CHECKING:
     import httpx
@@ -108,6 +109,8 @@ class OpenAIChat:
                 "OpenAIChat needs max_retries >= 0, timeout > 0, backoff >= 0 and concurrency >= 1"
             )
         self.base_url = _normalise_base_url(base_url)
+        #: The URL as messages, manifests and cost cards show it: credentials redacted.
+        self.shown_url = redact_secrets(self.base_url)
         self.name: str = model
         self.model = model
         self.max_retries = max_retries
@@ -135,7 +138,7 @@ class OpenAIChat:
         self._sampling_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
+        return f"OpenAIChat(base_url={self.shown_url!r}, model={self.model!r})"
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -182,7 +185,7 @@ class OpenAIChat:
         """The retry loop; ``attempts[0]`` counts the attempts made (for the ledger)."""
         import httpx
 
-        url = f"{self.base_url}{path}"
+        shown = f"{self.shown_url}{path}"  # the request goes to base_url; messages show this
         attempt = 0
         while True:
             attempts[0] = attempt + 1
@@ -194,16 +197,17 @@ class OpenAIChat:
             except httpx.TimeoutException as exc:
                 if isinstance(exc, httpx.ConnectTimeout):  # nothing answered: a dead host
                     error: Exception = BackendUnreachableError(
-                        f"cannot reach the OpenAI-compatible server at {url} {tries}: "
+                        f"cannot reach the OpenAI-compatible server at {shown} {tries}: "
                         "connection timed out"
                     )
                 else:
                     error = BackendTimeoutError(
-                        f"{url}: no answer within {self.timeout:g} s {tries} ({type(exc).__name__})"
+                        f"{shown}: no answer within {self.timeout:g} s {tries} "
+                        f"({type(exc).__name__})"
                     )
             except httpx.TransportError as exc:  # refused, reset, dropped mid-answer, DNS...
                 error = BackendUnreachableError(
-                    f"cannot reach the OpenAI-compatible server at {url} {tries}: {_reason(exc)}"
+                    f"cannot reach the OpenAI-compatible server at {shown} {tries}: {_reason(exc)}"
                 )
             else:
                 status = response.status_code
@@ -216,13 +220,13 @@ class OpenAIChat:
                         return data
                     what = "not JSON" if data is None else "JSON that is not an object"
                     error = BackendHTTPError(
-                        f"{url}: answered {status} with a body that is {what} {tries}: "
+                        f"{shown}: answered {status} with a body that is {what} {tries}: "
                         f"{' '.join(response.text.split())[:120]!r}",
                         status,
                     )
                 else:
                     error = BackendHTTPError(
-                        f"{url}: HTTP {status} {tries}: {_server_message(response)}", status
+                        f"{shown}: HTTP {status} {tries}: {_server_message(response)}", status
                     )
                     if not _retryable(status):
                         raise error
@@ -296,7 +300,7 @@ class OpenAIChat:
         data = self._post(path, body)
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise LLMError(f"{self.base_url}{path}: the answer has no choices")
+            raise LLMError(f"{self.shown_url}{path}: the answer has no choices")
         usage = _usage(data)
         prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
         completion_tokens = _int_or_none(usage.get("completion_tokens"))
@@ -306,11 +310,11 @@ class OpenAIChat:
                 text = (c["message"].get("content") or "") if chat else c["text"]
             except (KeyError, TypeError, AttributeError):
                 raise LLMError(
-                    f"{self.base_url}{path}: answer is not in the OpenAI format: "
+                    f"{self.shown_url}{path}: answer is not in the OpenAI format: "
                     f"{json.dumps(c)[:200]}"
                 ) from None
             if not isinstance(text, str):
-                raise LLMError(f"{self.base_url}{path}: a choice's text is not a string")
+                raise LLMError(f"{self.shown_url}{path}: a choice's text is not a string")
             per = completion_tokens if len(choices) == 1 else None
             out.append(
                 Completion(
@@ -332,7 +336,7 @@ class OpenAIChat:
         got = self._request(prompt, cfg, n, cfg.seed)
         if len(got) > n:
             raise LLMError(
-                f"{self.base_url}: expected {cfg.n} choice(s) in the answer, got {len(got)}"
+                f"{self.shown_url}: expected {cfg.n} choice(s) in the answer, got {len(got)}"
             )
         if len(got) < cfg.n:
             self._server_n = False  # the server ignores n: ask for the rest one by one
@@ -386,7 +390,7 @@ class OpenAIChat:
                     raise
                 texts = self._sample_texts(SAMPLING_PROMPT, cfg, samples)  # no chat template
             distinct = len(set(texts))
-            where = f"{self.base_url} model {self.model}"
+            where = f"{self.shown_url} model {self.model}"
             head = f"{where}: {samples} samples at temperature {float(temperature)}"
             if distinct > 1:
                 verdict = (True, f"{head} gave {distinct} distinct answers: the server samples")

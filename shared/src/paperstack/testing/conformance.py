@@ -29,11 +29,21 @@ The checks (each one pytest case, its id in brackets):
 
 - ``help``: ``--help`` of the program and of every command exits 0 and prints a usage;
 - ``declared``: every command that takes ``--model`` or ``--base-url`` is declared;
-- ``demo-quick``: ``demo --quick`` is started in a subprocess and sent SIGTERM while it works
-  (no partial ``results.json`` may be left), then rerun in the same folder: it writes a
-  ``results.json`` that :func:`paperstack.records.load_results` accepts (claims recomputed);
-- ``out-file[cmd]`` / ``out-readonly[cmd]``: ``--out`` naming an existing file or a read-only
-  folder is refused in one line, before any work, the file untouched;
+- ``demo-quick``: ``demo --quick`` is started in a subprocess and sent SIGTERM while it works:
+  it must act as on Ctrl-C (exit 143 with one line, no traceback, no ``*.tmp`` left in
+  ``--out``, no worker process left running, no partial ``results.json``), then it is rerun in
+  the same folder: it writes a ``results.json`` that :func:`paperstack.records.load_results`
+  accepts (claims recomputed);
+- ``full-disk[demo]``: ``demo --quick`` into a full file system (a filled 64 KiB tmpfs in a
+  private mount namespace where ``unshare`` allows it, else ENOSPC injected into every write
+  under ``--out``): one line naming the disk, a non-zero exit, nothing left behind;
+- ``cache-file``: ``PAPERSTACK_CACHE`` naming a regular file is refused in one line, the file
+  untouched;
+- ``out-file[cmd]`` / ``out-readonly[cmd]`` / ``out-empty[cmd]``: ``--out`` naming an existing
+  file, a read-only folder or the empty string (which would mean the current folder) is refused
+  in one line, before any work, the file untouched and the current folder unwritten;
+- ``seed-range[cmd]``: ``--seed``/``--seeds`` of 2**64, 2**32 or -1 is refused by argparse's
+  type in one line (never accepted to fail inside numpy after a minute of work);
 - ``model[cmd-ckpt]``: ``cmd --model CKPT`` for every checkpoint of the zoo
   (:mod:`paperstack.testing.zoo`) and SmolLM2: a checkpoint the declaration supports must run
   (exit 0 and the declared output written); any other must be refused with one line that names
@@ -374,6 +384,11 @@ def conformance_checks(cli: Any, declaration: Declaration) -> list[Check]:
             _ran(outcome, out, "results.json")
 
         checks.append(Check("demo-quick", check_demo))
+        checks.append(_full_disk_check(cli, commands["demo"], demo_decl))
+
+    first = "demo" if "demo" in commands else next(iter(declaration.commands), None)
+    if first is not None and first in commands:
+        checks.append(_cache_file_check(cli, first, commands[first], declaration))
 
     specs = getattr(cli, "_specs", {})
     for name, parser in commands.items():
@@ -385,6 +400,8 @@ def conformance_checks(cli: Any, declaration: Declaration) -> list[Check]:
             checks.append(_unused_model_check(cli, name, parser, decl))
         if "--out" in options and (name in ("demo", "bench") or name in declaration.commands):
             checks += _out_checks(cli, name, parser, decl)
+        if options & {"--seed", "--seeds"}:
+            checks.append(_seed_check(cli, name, parser, decl))
         if "--model" in options and decl.model == "checkpoint" and name in declaration.commands:
             for ckpt in declaration.checkpoints:
                 checks.append(_model_check(cli, name, parser, decl, zoo.describe(ckpt)))
@@ -439,7 +456,203 @@ def _out_checks(cli: Any, name: str, parser: Any, decl: CommandDecl) -> list[Che
             outcome = _run(cli, argv, request.getfixturevalue("capfd"))
         _refused_in_one_line(outcome, prog, ("--out",))
 
-    return [Check(f"out-file[{name}]", out_file), Check(f"out-readonly[{name}]", out_readonly)]
+    def out_empty(request: pytest.FixtureRequest, tmp: Path) -> None:
+        here = tmp / "cwd"
+        here.mkdir()
+        model = _required_model(parser, decl)
+        argv = _argv(name, parser, decl, out=tmp / "unused", tmp=tmp, model=model)
+        argv[argv.index("--out") + 1] = ""
+        argv += _required_server(parser, decl)
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.chdir(here)
+        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        _refused_in_one_line(outcome, prog, ("--out",))
+        if any(here.iterdir()):
+            raise ConformanceError(
+                f"--out '': wrote into the current folder: {sorted(here.iterdir())}"
+            )
+
+    return [
+        Check(f"out-file[{name}]", out_file),
+        Check(f"out-readonly[{name}]", out_readonly),
+        Check(f"out-empty[{name}]", out_empty),
+    ]
+
+
+#: Seeds every command must refuse at parse time, before any work: past numpy's 2**32 - 1 (and
+#: 64 bits), and negative.
+BAD_SEEDS = ("18446744073709551616", "4294967296", "-1")
+
+
+def _seed_check(cli: Any, name: str, parser: Any, decl: CommandDecl) -> Check:
+    """``--seed``/``--seeds`` beyond ``2**32 - 1`` or below 0: refused by argparse's type in one
+    line (the contract's :func:`~paperstack.contract.seed_int` / ``parse_seeds``), never
+    accepted to crash in numpy after a minute of work."""
+    prog = cli.prog
+    flags = [f for f in ("--seed", "--seeds") if f in _options(parser)]
+
+    def run(request: pytest.FixtureRequest, tmp: Path) -> None:
+        base = _argv(
+            name, parser, decl, out=tmp / "out", tmp=tmp, model=_required_model(parser, decl)
+        )
+        base += _required_server(parser, decl)
+        for flag in flags:
+            for value in BAD_SEEDS:
+                argv = [*base, f"{flag}={value}"]
+                try:
+                    cli.parser().parse_args(argv)
+                except SystemExit as exc:
+                    if exc.code == 0:
+                        raise ConformanceError(f"{flag} {value}: exit 0 at parse time") from None
+                else:
+                    raise ConformanceError(
+                        f"{prog} {name} {flag} {value}: accepted (no range check)"
+                    )
+                outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+                _refused_in_one_line(outcome, prog, (flag,))
+
+    return Check(f"seed-range[{name}]", run)
+
+
+def _cache_file_check(cli: Any, name: str, parser: Any, declaration: Declaration) -> Check:
+    """``PAPERSTACK_CACHE`` naming a regular file: one line naming it, before any work."""
+    decl = declaration.commands.get(name, CommandDecl(name, args=("--quick",)))
+
+    def run(request: pytest.FixtureRequest, tmp: Path) -> None:
+        bogus = tmp / "cache-is-a-file"
+        bogus.write_text("not a folder\n")
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PAPERSTACK_CACHE", str(bogus))
+        model = _required_model(parser, decl)
+        argv = _argv(name, parser, decl, out=tmp / "out", tmp=tmp, model=model)
+        argv += _required_server(parser, decl)
+        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        _refused_in_one_line(outcome, cli.prog, ("PAPERSTACK_CACHE",))
+        if bogus.read_text() != "not a folder\n":
+            raise ConformanceError(f"{bogus}: the file named by PAPERSTACK_CACHE was changed")
+
+    return Check("cache-file", run)
+
+
+def _full_disk_check(cli: Any, parser: Any, decl: CommandDecl) -> Check:
+    """``demo --quick`` into a full file system: one line, a non-zero exit, nothing left behind.
+
+    A real full disk where the test can make one (a 64 KiB tmpfs filled to the last byte, in a
+    private mount namespace through ``unshare --user --mount``: no root needed where user
+    namespaces are enabled); otherwise ENOSPC is injected into every write under ``--out``
+    (the fault-injection fallback, in process)."""
+    prog = cli.prog
+
+    def run(request: pytest.FixtureRequest, tmp: Path) -> None:
+        disk = tmp / "disk"
+        disk.mkdir()
+        out = disk / "out"
+        argv = _argv("demo", parser, decl, out=out, tmp=tmp)
+        if "--quick" not in argv:
+            argv.append("--quick")
+        if _can_mount_tmpfs():
+            code, err = _run_on_full_tmpfs(prog, argv, disk)
+            outcome = Outcome(argv, code, "", err)
+            leftovers: list[str] = []  # the tmpfs vanished with its namespace; see below
+            if "LEFTOVER:" in err:
+                leftovers = err.split("LEFTOVER:", 1)[1].split()
+                outcome = Outcome(argv, code, "", err.split("LEFTOVER:", 1)[0])
+        else:
+            with _enospc_under(out):
+                outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+            leftovers = [str(p) for p in out.rglob("*")] if out.exists() else []
+        _refused_in_one_line(outcome, prog, ("space", "disk", "--out", "write"))
+        if leftovers:
+            raise ConformanceError(f"a full disk left files behind: {leftovers}")
+
+    return Check("full-disk[demo]", run)
+
+
+_TMPFS: dict[str, bool] = {}
+
+
+def _can_mount_tmpfs() -> bool:
+    if "ok" not in _TMPFS:
+        unshare = shutil.which("unshare")
+        ok = False
+        if unshare and sys.platform.startswith("linux"):
+            probe = subprocess.run(
+                [unshare, "--user", "--map-root-user", "--mount", "sh", "-c",
+                 "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs \"$d\" && umount \"$d\"; "
+                 "rmdir \"$d\""],
+                capture_output=True, timeout=30,
+            )  # fmt: skip
+            ok = probe.returncode == 0
+        _TMPFS["ok"] = ok
+    return _TMPFS["ok"]
+
+
+def _run_on_full_tmpfs(prog: str, argv: list[str], disk: Path) -> tuple[int, str]:
+    """Run the console script with ``disk`` a full 64 KiB tmpfs; returns (exit code, stderr),
+    with ``LEFTOVER: <paths>`` appended to stderr naming what the run left under ``disk``
+    (besides the filler)."""
+    script = _console_script(prog)
+    shell = (
+        'mount -t tmpfs -o size=64k tmpfs "$DISK" || exit 97; '
+        'cat /dev/zero > "$DISK/.filler" 2>/dev/null; '
+        '"$@"; code=$?; '
+        'left=$(cd "$DISK" && find . -mindepth 1 ! -name .filler ! -path "./out" | sort); '
+        '[ -n "$left" ] && printf "LEFTOVER: %s\n" $left >&2; exit $code'
+    )
+    env = {**os.environ, "DISK": str(disk), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", shell, "sh", script,
+         *argv, *(["--no-progress"] if "--no-progress" not in argv else [])],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    if proc.returncode == 97:
+        raise ConformanceError(f"could not mount a tmpfs on {disk}: {proc.stderr.strip()}")
+    return proc.returncode, proc.stderr
+
+
+@contextlib.contextmanager
+def _enospc_under(folder: Path) -> Iterator[None]:
+    """Every open-for-writing under ``folder`` fails with ENOSPC (a full disk, injected)."""
+    import builtins
+    import errno
+    import io
+
+    root = str(folder.resolve())
+    real_open, real_os_open = builtins.open, os.open
+
+    def under(path: Any) -> bool:
+        try:
+            return os.path.abspath(os.fspath(path)).startswith(root)
+        except TypeError:
+            return False
+
+    def full() -> OSError:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def fake_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if under(file) and any(c in mode for c in "wax+"):
+            raise full()
+        return real_open(file, mode, *args, **kwargs)
+
+    def fake_os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if under(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise full()
+        return real_os_open(path, flags, *args, **kwargs)
+
+    builtins.open = fake_open  # type: ignore[assignment]
+    io.open = fake_open  # type: ignore[assignment]
+    os.open = fake_os_open  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        builtins.open, io.open, os.open = real_open, real_open, real_os_open  # type: ignore[assignment]
+
+
+def _console_script(prog: str) -> str:
+    script = shutil.which(prog, path=str(Path(sys.executable).parent)) or shutil.which(prog)
+    if script is None:
+        raise ConformanceError(f"the {prog} console script is not installed")
+    return script
 
 
 @contextlib.contextmanager
@@ -533,30 +746,45 @@ def _base_url_checks(cli: Any, name: str, parser: Any, decl: CommandDecl) -> lis
 
 
 def _sigterm_leaves_nothing_partial(prog: str, argv: list[str], out: Path) -> None:
-    """Start ``prog argv`` as its console script, SIGTERM it while it works; a results.json
-    left behind must be complete (valid), and nothing else may claim to be one."""
-    script = shutil.which(prog, path=str(Path(sys.executable).parent)) or shutil.which(prog)
-    if script is None:
-        raise ConformanceError(f"the {prog} console script is not installed")
+    """Start ``prog argv`` as its console script, SIGTERM it while it works. SIGTERM must act
+    as Ctrl-C does: exit 143 with one line (or 0 if the run was already done), no traceback,
+    no temporary file left in ``--out``, no worker process left running (orphans are caught by
+    making this process their subreaper, on Linux), and a results.json left behind whole."""
+    script = _console_script(prog)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [script, *argv, "--no-progress"] if "--no-progress" not in argv else [script, *argv],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(SIGTERM_AFTER)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if "Traceback (most recent call last)" in err and proc.returncode not in (-signal.SIGTERM,):
+    with _subreaper() as orphans:
+        proc = subprocess.Popen(
+            [script, *argv, "--no-progress"] if "--no-progress" not in argv else [script, *argv],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(SIGTERM_AFTER)
+            signalled = proc.poll() is None
+            if signalled:
+                proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=180)  # a loaded 2-core machine imports slowly
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        left = orphans(proc.pid)
+    if left:
+        raise ConformanceError(
+            f"{prog} {argv[0]}: {len(left)} child process(es) still running after SIGTERM "
+            f"(pids {left}): workers must be terminated and joined on KeyboardInterrupt"
+        )
+    if "Traceback (most recent call last)" in err:
         raise ConformanceError(f"{prog} {argv[0]}: a traceback on SIGTERM:\n{err[-2000:]}")
+    if signalled and proc.returncode not in (143, 0, -signal.SIGTERM):
+        raise ConformanceError(
+            f"{prog} {argv[0]}: exit {proc.returncode} after SIGTERM (expected 143):\n{err[-1000:]}"
+        )
+    stray = [p.name for p in out.rglob("*.tmp")] if out.exists() else []
+    if stray:
+        raise ConformanceError(f"{out}: temporary files left after SIGTERM: {stray}")
     results = out / "results.json"
     if results.exists():
         from paperstack.records import load_results
@@ -566,6 +794,64 @@ def _sigterm_leaves_nothing_partial(prog: str, argv: list[str], out: Path) -> No
         except Exception as exc:
             raise ConformanceError(f"{results}: partial after SIGTERM: {exc}") from None
         # Whole: the signal came after the atomic write (a quick demo may be that far).
+
+
+@contextlib.contextmanager
+def _subreaper() -> Iterator[Callable[[int], list[int]]]:
+    """While active, orphaned descendants of our children are re-parented to this process
+    (Linux ``PR_SET_CHILD_SUBREAPER``); the yielded function waits briefly for them to exit,
+    then kills and reaps those still running and returns their pids."""
+    before = set(_children())
+    libc = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+    def orphans(pid: int) -> list[int]:
+        deadline = time.monotonic() + 5
+        alive: list[int] = []
+        while True:
+            for child in set(_children()) - before - {pid}:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(child, os.WNOHANG)
+            alive = sorted(set(_children(running=True)) - before - {pid})
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        for child in alive:
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(child, 0)
+        return alive
+
+    try:
+        yield orphans
+    finally:
+        if libc is not None:
+            libc.prctl(36, 0, 0, 0, 0)
+
+
+def _children(running: bool = False) -> list[int]:
+    """Pids whose parent is this process (zombies left out when ``running``), from /proc."""
+    me, found = os.getpid(), []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and int(fields[1]) == me and not (running and fields[0] == "Z"):
+            found.append(int(entry.name))
+    return found
 
 
 # --------------------------------------------------------------------------- pytest
