@@ -837,7 +837,8 @@ def _subreaper() -> Iterator[Callable[[int], list[int]]]:
 
 def _children(running: bool = False) -> list[int]:
     """Pids whose parent is this process (zombies left out when ``running``), from /proc."""
-    me, found = os.getpid(), []
+    me = os.getpid()
+    found: list[int] = []
     proc = Path("/proc")
     if not proc.is_dir():
         return found
