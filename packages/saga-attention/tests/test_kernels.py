@@ -131,3 +131,76 @@ def test_the_kernel_decode_step_replays_as_a_cuda_graph():
     replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out["o"].float(), eager, atol=2e-2, rtol=2e-2)
+
+
+def _kernel_bench_config():
+    from dataclasses import replace
+
+    from saga_attention.bench import TINY, BenchConfig
+    from saga_attention.timing import DecodeShape
+
+    config = BenchConfig.for_run("cpu", True, 2, (96,), (1,), (160,))
+    shape = DecodeShape(query_heads=4, gqa_kv_heads=2, saga_key_heads=1, saga_value_heads=2,
+                        head_dim=16, top_n=8)  # fmt: skip
+    return replace(config, kernels=True, shape=shape, e2e_models=(replace(TINY, layers=1),))
+
+
+@pytest.mark.slow  # about 70 s interpreted
+def test_bench_kernel_path_checks_every_kernel_against_the_reference():
+    """What `saga bench --device cuda` runs, with the kernels interpreted: the triton systems
+    of the decode step and of the whole-model step (dense flash-decoding, Atop-N) are timed and
+    each matches its PyTorch reference (the correctness rows)."""
+    from saga_attention.bench import _Clock, _e2e_rows, _layer_rows
+
+    config = _kernel_bench_config()
+    notes = {}
+    rows = _layer_rows(config, 0, lambda _: None, _Clock(None), notes)
+    rows += _e2e_rows(config, 0, lambda _: None, _Clock(None), notes)
+    got = {(r.system, r.metric, r.split): r.value for r in rows}
+    for system in ("gqa-dense-triton", "gqa-atop", "saga-dense", "saga-atop", "saga-atop-hk1"):
+        assert got[(system, "matches_reference", "L=96")] == 1.0, system
+    for system in ("gqa-dense-triton", "gqa-atop", "saga-atop"):
+        assert got[(system, "matches_reference", "tiny:L=160")] == 1.0, system
+    assert got[("gqa-dense", "tokens_per_s", "tiny:L=160")] > 0  # the faster dense path
+    assert ("saga-atop", "e2e_speedup_vs_gqa_atop", "tiny:L=160") in got
+
+
+@pytest.mark.parametrize("mode", ["dense", "atop"])
+def test_triton_backend_decode_step_of_a_model_equals_the_torch_backend(mode):
+    """The e2e bench's GPU systems: a whole-model decode step with ``saga_backend="triton"``
+    (flash-decoding when dense, the sparse kernels under Atop-N) equals the PyTorch backend."""
+    from saga_attention.modeling import SagaConfig, SagaForCausalLM, enable_saga_attention
+    from transformers import DynamicCache
+
+    config = SagaConfig(vocab_size=40, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_heads=1, num_key_value_heads=2)  # fmt: skip
+    model = SagaForCausalLM(config).eval()
+    ids = torch.randint(3, 40, (1, 48))
+    logits = {}
+    for backend in ("torch", "triton"):
+        enable_saga_attention(model, mode, 8, backend=backend)
+        with torch.no_grad():
+            out = model(ids[:, :-1], cache=DynamicCache(config=model.config), use_cache=True)
+            step = model(ids[:, -1:], cache=out.past_key_values, use_cache=True)
+        logits[backend] = step.logits
+    torch.testing.assert_close(logits["triton"], logits["torch"], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_bench_e2e_on_cuda_is_graphed_and_matches_the_reference():
+    """The GPU step's headline path at a small scale: every whole-model system is captured in a
+    CUDA graph (a comparison that falls back to eager is reported, but should not happen) and
+    every triton step matches the PyTorch step of the same model and cache."""
+    from dataclasses import replace
+
+    from saga_attention.bench import TINY, BenchConfig, _Clock, _e2e_rows
+
+    config = BenchConfig.for_run("cuda", True, 6, (4096,), (1,), (4096,))
+    config = replace(config, e2e_models=(replace(TINY, layers=2),))
+    notes = {}
+    rows = _e2e_rows(config, 0, lambda _: None, _Clock(None), notes)
+    assert notes["e2e_graphed"] == {"tiny:L=4096": True}
+    got = {(r.system, r.metric): r.value for r in rows}
+    for system in ("gqa-dense-triton", "gqa-atop", "saga-atop"):
+        assert got[(system, "matches_reference")] == 1.0, system
+    assert got[("saga-atop", "e2e_speedup_vs_gqa_atop")] > 0

@@ -58,8 +58,9 @@ def test_generate_works_with_sparse_decoding_and_padding():
     mask = torch.ones_like(ids)
     mask[0, :4] = 0
     out = model.generate(
-        ids, attention_mask=mask, max_new_tokens=8, do_sample=False, pad_token_id=0
-    )
+        ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+        pad_token_id=0,
+    )  # fmt: skip
     assert out.shape == (2, 28)
 
 

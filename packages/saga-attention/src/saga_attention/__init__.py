@@ -12,7 +12,7 @@ from typing import Any
 
 from saga_attention.heads import HeadLayout, SagaError
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _LAZY = {
     "AtopConfig": "saga_attention.selection",
@@ -25,6 +25,9 @@ _LAZY = {
     "sparse_decode": "saga_attention.attention",
     "SagaConfig": "saga_attention.modeling",
     "SagaForCausalLM": "saga_attention.modeling",
+    "SagaQwen2ForCausalLM": "saga_attention.modeling",
+    "SagaQwen3ForCausalLM": "saga_attention.modeling",
+    "SagaMistralForCausalLM": "saga_attention.modeling",
     "static_cache": "saga_attention.modeling",
     "enable_saga_attention": "saga_attention.modeling",
     "register": "saga_attention.modeling",

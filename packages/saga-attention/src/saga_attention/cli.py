@@ -9,8 +9,10 @@
   selection time on its own (Atop-N vs ``torch.topk``) and end-to-end decode tokens/s of whole
   models (a tiny one and Llama-1B-shaped layers), SAGA vs GQA, in one run; ``DIR/bench.json``.
   ``--device cuda`` adds the triton kernels and a flash-decoding baseline.
-- ``saga convert --model GQA_DIR --key-heads H --out DIR``: key-head pooling plus a brief
-  fine-tune on the recall task; saves a ``SagaForCausalLM``.
+- ``saga convert --model GQA_DIR --key-heads H --out DIR``: key-head pooling of a Llama,
+  Qwen2, Qwen3 or Mistral checkpoint plus a brief fine-tune on the recall task; saves the SAGA
+  model of that family and the source's tokenizer beside it (written in a staging folder and
+  renamed, ``config.json`` last).
 
 The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--device``,
 ``--no-progress``; results written atomically, verdicts printed) come from
@@ -23,7 +25,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from paperstack.contract import ContractCLI, Report, Run, positive_int, positive_int_list
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    positive_float,
+    positive_int,
+    positive_int_list,
+    seed_int,
+)
 from paperstack.errors import PaperstackError
 from saga_attention import __version__
 
@@ -77,17 +87,25 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         "--e2e-contexts",
         type=positive_int_list,
         default=None,
-        help="end-to-end model decode contexts (CPU default 16384,65536; 512 with --quick; "
-        "none on cuda)",
+        help="end-to-end model decode contexts (CPU default 16384,65536, 512 with --quick; "
+        "CUDA 32768,65536,131072 on the 16-layer Llama-1B shape)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=positive_float,
+        default=None,
+        help="time budget in seconds: what would not finish is skipped, what did is written",
+    )
+    p.add_argument(
+        "--threads", type=positive_int, default=None, help="CPU threads (default 1; recorded)"
     )
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu", "cuda"))
 def bench(run: Run) -> Report:
-    """Decode-step, selection and end-to-end decode time, as paired ratios."""
+    """End-to-end and decode-step time of SAGA vs GQA (paperstack.bench), selection alone."""
     from saga_attention.bench import BenchConfig, run_bench
 
-    _threads(None)
     config = BenchConfig.for_run(
         device=run.device,
         quick=run.quick,
@@ -95,6 +113,8 @@ def bench(run: Run) -> Report:
         contexts=run.args.contexts,
         key_heads=run.args.key_heads,
         e2e_contexts=run.args.e2e_contexts,
+        budget_s=run.args.budget_s,
+        threads=run.args.threads,
     )
     rows, claims, notes, summary = run_bench(config, run.seed, run.log, run.progress)
     return Report(rows, claims, intro=config.describe(), config=notes, summary=summary)
@@ -105,13 +125,14 @@ def _convert_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key-heads", type=positive_int, required=True, help="H_k of the result")
     p.add_argument("--out", type=Path, required=True, help="directory for the SAGA model")
     p.add_argument("--steps", type=int, default=150, help="fine-tuning steps (0: pool only)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0, help="fine-tuning seed (0 to 2**32-1)")
     p.add_argument("--quick", action="store_true", help="fine-tune on the --quick task")
 
 
 @cli.command("convert", "turn a GQA checkpoint into SAGA and fine-tune it", _convert_arguments)
 def convert(args: argparse.Namespace) -> int:
-    """Key-head pooling of a Llama-style GQA checkpoint, then ``--steps`` of fine-tuning."""
+    """Key-head pooling of a GQA checkpoint (Llama, Qwen2, Qwen3, Mistral), then ``--steps`` of
+    fine-tuning; the tokenizer, when the source has one, is saved beside the result."""
     from paperstack.checkpoint import check_model_dir, load_pretrained
     from paperstack.progress import quiet_libraries
     from paperstack.records import prepare_out_dir
@@ -122,11 +143,19 @@ def convert(args: argparse.Namespace) -> int:
     import json
 
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    from saga_attention.modeling import FAMILIES
+
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise PaperstackError(
+            f"--model {args.model}: model_type {model_type!r} is not a Llama-style GQA "
+            f"architecture saga converts ({', '.join(FAMILIES)})"
+        )
     h_kv = config.get("num_key_value_heads", config.get("num_attention_heads"))
     if not isinstance(h_kv, int):
         raise PaperstackError(
             f"--model {args.model}: config.json has no num_key_value_heads or "
-            f"num_attention_heads (model_type {config.get('model_type')!r}); not a Llama-style "
+            f"num_attention_heads (model_type {model_type!r}); not a Llama-style "
             "attention model"
         )
     if h_kv % args.key_heads:
@@ -135,15 +164,24 @@ def convert(args: argparse.Namespace) -> int:
         )
     quiet_libraries()
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from saga_attention.convert import convert_gqa_to_saga
+    from saga_attention.convert import convert_gqa_to_saga, has_tokenizer, save_converted
     from saga_attention.demo import FULL, QUICK
     from saga_attention.training import evaluate_decode, train_curriculum
 
     out = prepare_out_dir(args.out)
     _threads(None)
     torch.manual_seed(args.seed)
+    tokenizer = None
+    if has_tokenizer(source):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        except (OSError, ValueError, TypeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PaperstackError(
+                f"--model {args.model}: tokenizer cannot be loaded ({first})"
+            ) from None
     gqa = load_pretrained(source, AutoModelForCausalLM.from_pretrained)
     demo = QUICK if args.quick else FULL
     task = demo.task
@@ -157,10 +195,12 @@ def convert(args: argparse.Namespace) -> int:
         train_curriculum(saga, task, demo.convert_phases(args.steps), seed=args.seed + 1)
     long = task.with_context(demo.claim_context)
     result = evaluate_decode(saga, long, 8, 1_000_000 + args.seed, ("atop",), demo.top_n)
-    saga.save_pretrained(out)
+    save_converted(saga, out, tokenizer)
+    kept = "tokenizer saved beside it" if tokenizer is not None else "no tokenizer in --model"
     print(
-        f"saga: wrote {out} (H_k={args.key_heads}; recall accuracy with Atop-{demo.top_n} at "
-        f"{long.length} tokens: {result['atop'].accuracy:.3f} on 8 sequences)"
+        f"saga: wrote {out} ({type(saga).__name__}, H_k={args.key_heads}, {kept}; recall "
+        f"accuracy with Atop-{demo.top_n} at {long.length} tokens: "
+        f"{result['atop'].accuracy:.3f} on 8 sequences)"
     )
     return 0
 

@@ -11,12 +11,17 @@ Two pieces, so that every baseline runs through the same code:
   "GQA + the same sparse attention" baseline.
 - :class:`SagaForCausalLM` (config :class:`SagaConfig`, ``model_type="saga_llama"``): a
   ``LlamaForCausalLM`` whose attention has ``H_k = num_key_heads`` key projections and
-  ``H_v = num_key_value_heads`` value projections. Its caches store keys and values as
-  separate tensors, so they hold ``(H_k + H_v) · d`` numbers per token and layer: the ordinary
-  ``DynamicCache``, and a static cache (:class:`AsymmetricStaticLayer`, what
-  ``generate(cache_implementation="static")`` builds for it) whose value tensors get ``H_v``
-  heads; transformers' own static layer sizes both from the keys. Registered with the Auto
-  classes, so ``from_pretrained`` loads a saved SAGA model.
+  ``H_v = num_key_value_heads`` value projections; :class:`SagaQwen2ForCausalLM` (q/k/v
+  biases), :class:`SagaQwen3ForCausalLM` (``q_norm``/``k_norm``) and
+  :class:`SagaMistralForCausalLM` (sliding window) are the same change to those families
+  (``saga_qwen2``, ``saga_qwen3``, ``saga_mistral``; :data:`FAMILIES`). Their caches store keys
+  and values as separate tensors, so they hold ``(H_k + H_v) · d`` numbers per token and layer:
+  the ordinary ``DynamicCache``, and a stock ``StaticCache(config=...)`` (or what
+  ``generate(cache_implementation="static")`` builds), whose not yet allocated layers a SAGA
+  model turns into :class:`AsymmetricStaticLayer` / :class:`AsymmetricStaticSlidingWindowLayer`
+  before it writes to them (a forward pre-hook): transformers' own static layers size the value
+  tensor from the keys' head count. Registered with the Auto classes, so ``from_pretrained``
+  loads a saved SAGA model in any process that imported ``saga_attention.modeling``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from huggingface_hub.dataclasses import strict
@@ -36,11 +41,17 @@ from transformers import (
     AutoModelForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    PreTrainedConfig,
     PreTrainedModel,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
-from transformers.cache_utils import Cache, StaticCache, StaticLayer
+from transformers.cache_utils import Cache, StaticCache, StaticLayer, StaticSlidingWindowLayer
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-from transformers.models.llama.modeling_llama import LlamaAttention
 
 from saga_attention.attention import (
     _check_mask,
@@ -55,12 +66,20 @@ from saga_attention.selection import AtopConfig, atop_n, exact_top_n, selection_
 
 __all__ = [
     "ATTENTION_NAME",
+    "FAMILIES",
     "MODES",
     "AsymmetricStaticLayer",
-    "SagaAttention",
+    "AsymmetricStaticSlidingWindowLayer",
     "SagaConfig",
     "SagaForCausalLM",
+    "SagaMistralConfig",
+    "SagaMistralForCausalLM",
+    "SagaQwen2Config",
+    "SagaQwen2ForCausalLM",
+    "SagaQwen3Config",
+    "SagaQwen3ForCausalLM",
     "SparseSettings",
+    "asymmetric_static_cache",
     "cache_kwargs",
     "enable_saga_attention",
     "kv_cache_bytes",
@@ -136,7 +155,13 @@ def saga_attention_forward(
     if not sparse and t == 1:  # a dense decode step: no copy of the cache to H_q heads
         keep = _check_mask(attention_mask, query, length)[:, 0, 0, :]
         keep = keep.expand(query.shape[0], length)
-        out = grouped_dense_decode(query[:, :, 0], key, value, scaling, keep).unsqueeze(2)
+        if settings.backend == "triton":  # flash-decoding, the kernels' own dense baseline
+            from saga_attention.kernels import dense_decode_triton
+
+            dense = dense_decode_triton(query[:, :, 0], key, value, keep, scaling)
+        else:
+            dense = grouped_dense_decode(query[:, :, 0], key, value, scaling, keep)
+        out = dense.unsqueeze(2)
     elif not sparse:
         out = dense_attention(query, key, value, attention_mask, scaling)
     elif t == 1:
@@ -246,6 +271,26 @@ def _saga_mask(*args: Any, **kwargs: Any) -> torch.Tensor | None:
     return sdpa_mask(*args, **kwargs)
 
 
+def _saga_post_init(config: Any) -> None:
+    """What every SAGA config checks after its base class's ``__post_init__``."""
+    if config.num_key_heads is None:
+        config.num_key_heads = config.num_key_value_heads
+    config.layout()  # validates the head counts
+    SparseSettings.from_config(config)
+
+
+def _layout(config: Any) -> HeadLayout:
+    """``HeadLayout(H_q, H_k, H_v, d)`` of a SAGA config (``d`` from ``head_dim``, which Qwen3
+    sets apart from ``hidden_size / H_q``)."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return HeadLayout(
+        int(config.num_attention_heads),
+        int(config.num_key_heads or config.num_key_value_heads),
+        int(config.num_key_value_heads),
+        int(head_dim),
+    )
+
+
 @strict
 class SagaConfig(LlamaConfig):
     """A Llama config with ``num_key_heads`` (``H_k``) apart from ``num_key_value_heads`` (``H_v``).
@@ -267,42 +312,57 @@ class SagaConfig(LlamaConfig):
 
     def __post_init__(self, **kwargs: Any) -> None:
         super().__post_init__(**kwargs)
-        if self.num_key_heads is None:
-            self.num_key_heads = self.num_key_value_heads
-        self.layout()  # validates the head counts
-        SparseSettings.from_config(self)
+        _saga_post_init(self)
 
     def layout(self) -> HeadLayout:
         """``HeadLayout(H_q, H_k, H_v, d)`` of this config."""
-        assert self.num_key_value_heads is not None
-        assert self.head_dim is not None
-        return HeadLayout(
-            int(self.num_attention_heads),
-            int(self.num_key_heads or self.num_key_value_heads),
-            int(self.num_key_value_heads),
-            int(self.head_dim),
-        )
+        return _layout(self)
 
 
-class SagaAttention(LlamaAttention):
-    """Llama attention with ``H_k`` key and ``H_v`` value projections.
+#: SagaConfig's own fields (name -> (annotation, default)), shared by every family's config.
+_SAGA_FIELDS: dict[str, tuple[Any, Any]] = {
+    name: (f.type, f.default)
+    for name, f in SagaConfig.__dataclass_fields__.items()
+    if name not in LlamaConfig.__dataclass_fields__
+}
 
-    Only ``k_proj`` changes size: Llama's forward infers the head count from the projection
-    (``view(..., -1, head_dim)``), applies RoPE to queries and keys, and stores keys and values
-    separately in the cache, so the rest carries over; the head mapping lives in the registered
-    attention function.
-    """
 
-    def __init__(self, config: SagaConfig, layer_idx: int) -> None:
-        super().__init__(config, layer_idx)
-        layout = config.layout()
-        self.layout = layout
-        self.k_proj = nn.Linear(
-            config.hidden_size, layout.num_key_heads * layout.head_dim, bias=config.attention_bias
-        )
-        nn.init.normal_(self.k_proj.weight, std=config.initializer_range)
-        if self.k_proj.bias is not None:
-            nn.init.zeros_(self.k_proj.bias)
+def _saga_config_class(base: type[PreTrainedConfig], model_type: str, name: str) -> Any:
+    """``base`` (a Qwen2/Qwen3/Mistral config) plus SagaConfig's fields, as a ``model_type``
+    of its own: everything of the base architecture (Qwen3's ``head_dim``, Mistral's
+    ``sliding_window``, Qwen2's ``layer_types``) stays a field of the SAGA config."""
+
+    def __post_init__(self: Any, **kwargs: Any) -> None:
+        base.__post_init__(self, **kwargs)  # type: ignore[attr-defined]
+        _saga_post_init(self)
+
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": name,
+        "__doc__": f"``{base.__name__}`` with ``num_key_heads`` (``H_k``) apart from "
+        "``num_key_value_heads`` (``H_v``), and the ``saga_*`` attention settings.",
+        "__annotations__": {k: t for k, (t, _) in _SAGA_FIELDS.items()},
+        "model_type": model_type,
+        "__post_init__": __post_init__,
+        "layout": _layout,
+        **{k: default for k, (_, default) in _SAGA_FIELDS.items()},
+    }
+    return strict(type(name, (base,), namespace))
+
+
+SagaQwen2Config = _saga_config_class(Qwen2Config, "saga_qwen2", "SagaQwen2Config")
+SagaQwen3Config = _saga_config_class(Qwen3Config, "saga_qwen3", "SagaQwen3Config")
+SagaMistralConfig = _saga_config_class(MistralConfig, "saga_mistral", "SagaMistralConfig")
+
+
+def _resize_values(layer: StaticLayer, value_states: torch.Tensor) -> None:
+    """Reallocate a just-initialised static layer's value tensor with ``H_v`` heads."""
+    value_heads = value_states.shape[1]
+    if layer.values is None or layer.values.shape[1] != value_heads:
+        shape = (layer.batch_size, value_heads, layer.max_cache_len, layer.v_head_dim)
+        layer.values = torch.zeros(shape, dtype=value_states.dtype, device=layer.device)
+        if not torch.compiler.is_compiling():
+            torch._dynamo.mark_static_address(layer.values)
 
 
 class AsymmetricStaticLayer(StaticLayer):
@@ -315,20 +375,32 @@ class AsymmetricStaticLayer(StaticLayer):
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)
-        value_heads = value_states.shape[1]
-        if self.values is None or self.values.shape[1] != value_heads:
-            shape = (self.batch_size, value_heads, self.max_cache_len, self.v_head_dim)
-            self.values = torch.zeros(shape, dtype=value_states.dtype, device=self.device)
-            if not torch.compiler.is_compiling():
-                torch._dynamo.mark_static_address(self.values)
+        _resize_values(self, value_states)
+
+
+class AsymmetricStaticSlidingWindowLayer(StaticSlidingWindowLayer):
+    """``StaticSlidingWindowLayer`` (Mistral's sliding window in a static cache) with ``H_v``
+    value heads, for the same reason as :class:`AsymmetricStaticLayer`."""
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        _resize_values(self, value_states)
+
+
+_ASYMMETRIC: dict[type, type] = {
+    StaticLayer: AsymmetricStaticLayer,
+    StaticSlidingWindowLayer: AsymmetricStaticSlidingWindowLayer,
+}
 
 
 def asymmetric_static_cache(cache: Cache) -> Cache:
-    """Make every (not yet allocated) stock static layer of ``cache`` an
-    :class:`AsymmetricStaticLayer`, in place; returns ``cache``."""
+    """Make every not yet allocated stock static layer of ``cache`` (full or sliding-window) its
+    asymmetric subclass, in place; returns ``cache``. SAGA models call it on every cache they are
+    given, so a stock ``StaticCache(config=...)`` works with them."""
     for layer in getattr(cache, "layers", []):
-        if type(layer) is StaticLayer:
-            layer.__class__ = AsymmetricStaticLayer
+        swap = _ASYMMETRIC.get(type(layer))
+        if swap is not None and not getattr(layer, "is_initialized", False):
+            layer.__class__ = swap
     return cache
 
 
@@ -339,14 +411,51 @@ def static_cache(config: SagaConfig | Any, max_cache_len: int) -> StaticCache:
     return cache
 
 
-class SagaForCausalLM(LlamaForCausalLM):
-    """``LlamaForCausalLM`` with :class:`SagaAttention` in every layer and ``"saga"`` attention."""
+def _asymmetric_caches(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Forward pre-hook of every SAGA model: the caches it is handed get ``H_v`` value heads."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, Cache):
+            asymmetric_static_cache(value)
 
-    config_class = SagaConfig
 
-    def _prepare_static_cache(  # type: ignore[override]
-        self, *args: Any, **kwargs: Any
-    ) -> Cache:
+if TYPE_CHECKING:
+    _CausalLMBase = PreTrainedModel
+else:
+    _CausalLMBase = object
+
+
+class _SagaCausalLM(_CausalLMBase):
+    """What turns a family's ``*ForCausalLM`` into SAGA: ``H_k`` key projections, ``"saga"``
+    attention, value-sized static caches.
+
+    Only ``k_proj`` changes size: the Llama, Qwen2, Qwen3 and Mistral attentions infer the head
+    count from the projection (``view(..., -1, head_dim)``), normalise per head where they do
+    (Qwen3's ``k_norm`` has ``head_dim`` weights, shared by the heads), apply RoPE and store keys
+    and values separately in the cache, so the rest carries over; the head mapping lives in the
+    registered attention function. Biases (Qwen2's) and the sliding window (Mistral's, applied by
+    the mask) are the base class's.
+    """
+
+    def __init__(self, config: Any) -> None:
+        register()
+        config._attn_implementation = ATTENTION_NAME
+        super().__init__(config)
+        layout = config.layout()
+        decoder: Any = self.model
+        for layer in decoder.layers:
+            attn = layer.self_attn
+            old = attn.k_proj
+            k_proj = nn.Linear(
+                old.in_features, layout.num_key_heads * layout.head_dim, bias=old.bias is not None
+            )
+            nn.init.normal_(k_proj.weight, std=config.initializer_range)
+            if k_proj.bias is not None:
+                nn.init.zeros_(k_proj.bias)
+            attn.k_proj = k_proj
+        self.config._attn_implementation = ATTENTION_NAME
+        self.register_forward_pre_hook(_asymmetric_caches, with_kwargs=True)
+
+    def _prepare_static_cache(self, *args: Any, **kwargs: Any) -> Cache:
         """``generate(cache_implementation="static")``: transformers' static cache, with value
         tensors of ``H_v`` heads. Allocation stays lazy (from the first key and value states):
         transformers' eager path sizes every tensor from one head count."""
@@ -357,13 +466,39 @@ class SagaForCausalLM(LlamaForCausalLM):
         prepare: Any = super()._prepare_static_cache  # type: ignore[misc]
         return asymmetric_static_cache(prepare(*args, **kwargs))
 
-    def __init__(self, config: SagaConfig) -> None:
-        register()
-        config._attn_implementation = ATTENTION_NAME
-        super().__init__(config)
-        for i, layer in enumerate(self.model.layers):
-            layer.self_attn = SagaAttention(config, i)
-        self.config._attn_implementation = ATTENTION_NAME
+
+class SagaForCausalLM(_SagaCausalLM, LlamaForCausalLM):
+    """``LlamaForCausalLM`` with ``H_k`` key heads and ``"saga"`` attention."""
+
+    config_class = SagaConfig
+
+
+class SagaQwen2ForCausalLM(_SagaCausalLM, Qwen2ForCausalLM):
+    """``Qwen2ForCausalLM`` (q/k/v biases) with ``H_k`` key heads and ``"saga"`` attention."""
+
+    config_class = SagaQwen2Config
+
+
+class SagaQwen3ForCausalLM(_SagaCausalLM, Qwen3ForCausalLM):
+    """``Qwen3ForCausalLM`` (``q_norm``/``k_norm``) with ``H_k`` key heads and ``"saga"``
+    attention."""
+
+    config_class = SagaQwen3Config
+
+
+class SagaMistralForCausalLM(_SagaCausalLM, MistralForCausalLM):
+    """``MistralForCausalLM`` (sliding window) with ``H_k`` key heads and ``"saga"`` attention."""
+
+    config_class = SagaMistralConfig
+
+
+#: Source ``model_type`` -> its SAGA model class (what ``saga convert`` accepts).
+FAMILIES: dict[str, type[_SagaCausalLM]] = {
+    "llama": SagaForCausalLM,
+    "qwen2": SagaQwen2ForCausalLM,
+    "qwen3": SagaQwen3ForCausalLM,
+    "mistral": SagaMistralForCausalLM,
+}
 
 
 def register() -> None:
@@ -373,10 +508,12 @@ def register() -> None:
     """
     AttentionInterface.register(ATTENTION_NAME, saga_attention_forward)
     AttentionMaskInterface.register(ATTENTION_NAME, _saga_mask)
-    with contextlib.suppress(ValueError):  # already registered
-        AutoConfig.register(SagaConfig.model_type, SagaConfig)
-    with contextlib.suppress(ValueError):
-        AutoModelForCausalLM.register(SagaConfig, SagaForCausalLM)
+    for model_class in FAMILIES.values():
+        config_class: Any = model_class.config_class
+        with contextlib.suppress(ValueError):  # already registered
+            AutoConfig.register(config_class.model_type, config_class)
+        with contextlib.suppress(ValueError):
+            AutoModelForCausalLM.register(config_class, model_class)
 
 
 def enable_saga_attention(
