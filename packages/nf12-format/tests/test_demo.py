@@ -59,20 +59,42 @@ def test_demo_rejects_flags_it_cannot_honour(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_bench_writes_ratios_and_cpu_claims(tmp_path, capsys):
+def test_bench_writes_interleaved_medians_checked_outputs_and_paper_claims(tmp_path, capsys):
     assert main(["bench", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     results = load_results(tmp_path / "bench.json")
-    row = results.row("nf12-cpu", "speed_ratio_decode_vs_memcpy", "512x512")
+    row = results.row("nf12-decode", "speedup_vs_huffman-decode", "512x512")
     assert row.value > 0
-    assert row.n == 3
-    assert {c.id for c in results.claims} == {
-        "cpu_decode_faster_than_huffman", "cpu_decode_keeps_up_with_memcpy",
-        "cpu_gemv_keeps_up_with_bf16",
+    assert row.n == 6
+    assert row.ci95 is not None
+    assert row.ci95[0] <= row.value <= row.ci95[1]
+    for system, metric in (("nf12-decode", "matches_memcpy"), ("huffman-decode", "matches_memcpy"),
+                           ("nf12-gemv", "matches_bf16-gemv")):  # fmt: skip
+        assert results.row(system, metric, "1024x1024").value == 1.0  # bit-exact in the run
+    claims = {c.id: c for c in results.claims}
+    assert set(claims) == {
+        "cpu_decode_bit_exact", "cpu_gemv_bit_exact", "cpu_decode_3_3x_huffman",
+        "cpu_gemv_1_35x_bf16",
     }  # fmt: skip
+    assert claims["cpu_decode_bit_exact"].held
+    assert claims["cpu_gemv_bit_exact"].held
+    assert results.manifest.config["threads"] == 1
     assert (tmp_path / "bench.md").is_file()
     out = capsys.readouterr().out
-    assert "nf12: cpu_decode_faster_than_huffman:" in out  # every claim printed with its verdict
+    assert "nf12: cpu_decode_3_3x_huffman:" in out  # every claim printed with its verdict
     assert "held /" in out
+
+
+def test_a_corrupt_minilm_cache_entry_is_named_in_one_line(tmp_path, monkeypatch):
+    import nf12.demo
+    from nf12.errors import Nf12Error
+
+    cached = tmp_path / "model.safetensors"
+    cached.write_bytes(b'\x10\x00\x00\x00\x00\x00\x00\x00{"a":')  # cut short
+    monkeypatch.setattr(nf12.demo, "minilm_file", lambda: cached)
+    with pytest.raises(Nf12Error, match="corrupt cache entry") as info:
+        nf12.demo.minilm_state()
+    assert str(cached) in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.slow

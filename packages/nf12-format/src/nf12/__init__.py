@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _LAZY = {
     "Nf12Error": "nf12.errors",
@@ -22,6 +22,7 @@ _LAZY = {
     "decompress_file": "nf12.files",
     "inspect_file": "nf12.files",
     "NF12Linear": "nf12.nn",
+    "NF12Conv1D": "nf12.nn",
     "quantize_model": "nf12.nn",
     "set_fused": "nf12.nn",
     "NF12Config": "nf12.hf",
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from nf12.format import decode as decode
     from nf12.format import encode as encode
     from nf12.hf import NF12Config as NF12Config
+    from nf12.nn import NF12Conv1D as NF12Conv1D
     from nf12.nn import NF12Linear as NF12Linear
     from nf12.nn import load_compressed as load_compressed
     from nf12.nn import quantize_model as quantize_model

@@ -82,7 +82,17 @@ def minilm_state() -> dict[str, torch.Tensor]:
     """The shipped all-MiniLM-L6-v2 weights, cast to BF16 (read offline with safetensors)."""
     from safetensors.torch import load_file
 
-    return {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(str(minilm_file())).items()}
+    path = minilm_file()
+    try:
+        state = load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error type for every bad file
+        # A cache entry cut short (a killed extraction, a full disk) or overwritten: say which
+        # file, and how to get a good one, in one line.
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise Nf12Error(
+            f"{path}: corrupt cache entry ({first}); delete it and run again to re-extract it"
+        ) from None
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in state.items()}
 
 
 def minilm_file() -> Path:

@@ -21,12 +21,15 @@ the model. Every output is written to a temporary file and renamed into place.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import signal
 import struct
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -104,6 +107,22 @@ def _temp_file(target: Path, suffix: str) -> tuple[int, Path]:
         raise Nf12Error(f"{target}: cannot write there ({exc.strerror})") from None
     os.fchmod(fd, _FILE_MODE)
     return fd, Path(name)
+
+
+#: Write failures the user fixes outside nf12 (free space, a quota, a mount).
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def _write_error(dst: Path, exc: OSError) -> Exception:
+    """What a failed write of ``dst`` raises, its temporary files already removed.
+
+    A full disk (or quota, or read-only mount) stays an ``OSError``, renamed to ``dst`` (not the
+    hidden temporary file it hit), so the CLI guard reports it as a disk problem (exit 1); any
+    other ``OSError`` becomes a one-line :class:`Nf12Error` naming ``dst``.
+    """
+    if exc.errno in _DISK_ERRNOS:
+        return OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(dst))
+    return Nf12Error(f"{dst}: cannot write ({exc.strerror or exc})")
 
 
 def _check_destination(src: Path, dst: Path, force: bool) -> None:
@@ -187,20 +206,102 @@ def _read_source(path: Path) -> _Source:
     return _Source(path, raw, header, entries, contiguous)
 
 
+#: Signals received while a file command runs (see :func:`_signals_noted`).
+_PENDING: list[int] = []
+
+
 @contextmanager
-def _safe_open(path: Path) -> Iterator[Any]:
-    """``safe_open`` after our own header check, so a bad file gets a precise one-line error."""
+def _signals_noted() -> Iterator[None]:
+    """Note Ctrl-C and SIGTERM while a file is written, then let their handlers act as before.
+
+    Why: a signal whose handler raises (Python's ``KeyboardInterrupt``, the paperstack CLI's
+    SIGTERM-as-interrupt) while safetensors is inside its Rust code can come out as an unrelated
+    ``ValueError`` ("could not determine the shape ..."), which would be reported as a corrupt
+    input. With the signal noted, :func:`_reraise_if_interrupted` turns it back into the
+    interruption, so the temporary files are removed and the exit status says what happened.
+    Handlers that are not Python callables (``SIG_DFL``, ``SIG_IGN``) are left alone.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        _PENDING.append(signum)
+        previous[signum](signum, frame)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        current = signal.getsignal(sig)
+        if callable(current):
+            previous[sig] = current
+            signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        _PENDING.clear()
+
+
+def _reraise_if_interrupted() -> None:
+    """Raise the interruption a noted signal stands for (called where an exception may be a
+    signal's, disguised by a C extension)."""
+    if not _PENDING:
+        return
+    if _PENDING[-1] == signal.SIGTERM:
+        from paperstack import errors
+
+        terminated = getattr(errors, "Terminated", KeyboardInterrupt)  # core >= 0.3
+        raise terminated() from None
+    raise KeyboardInterrupt from None
+
+
+class _Reader:
+    """A ``safe_open`` handle whose read errors name the file read (and the tensor)."""
+
+    def __init__(self, path: Path, handle: Any) -> None:
+        self.path = path
+        self._handle = handle
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # safetensors raises its own error type for every bad file
+            _reraise_if_interrupted()
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise Nf12Error(f"{self.path}: {what}cannot read ({first})") from None
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        return self._call(f"tensor {name!r}: ", lambda: self._handle.get_tensor(name))  # type: ignore[no-any-return]
+
+    def metadata(self) -> dict[str, str] | None:
+        return self._call("", self._handle.metadata)  # type: ignore[no-any-return]
+
+    def keys(self) -> list[str]:
+        return list(self._call("", self._handle.keys))
+
+
+@contextmanager
+def _safe_open(path: Path) -> Iterator[_Reader]:
+    """``safe_open`` after our own header check, so a bad file gets a precise one-line error.
+
+    Only the opening and the reads are turned into errors naming ``path``: an error raised by
+    the caller's own code inside the ``with`` (a full disk while writing the output, Ctrl-C)
+    passes through unchanged, and must never be reported as a bad input file.
+    """
     from safetensors import safe_open
 
     _read_source(path)
     try:
-        with safe_open(str(path), framework="pt") as fh:
-            yield fh
-    except Nf12Error:
-        raise
+        handle = safe_open(str(path), framework="pt")
+        opened = handle.__enter__()
     except Exception as exc:  # safetensors raises its own error type for every bad file
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Nf12Error(f"{path}: cannot read as safetensors ({first})") from None
+    try:
+        yield _Reader(path, opened)
+    finally:
+        handle.__exit__(None, None, None)
 
 
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:
@@ -232,7 +333,11 @@ class _StreamWriter:
         self._offset += len(payload)
 
     def close(self, metadata: dict[str, str]) -> None:
-        self._data.close()
+        try:
+            self._data.close()
+        except BaseException:
+            self._data_path.unlink(missing_ok=True)
+            raise
         header = {"__metadata__": metadata, **self._header}
         raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
         raw += b" " * (-len(raw) % 8)
@@ -252,8 +357,16 @@ class _StreamWriter:
             self._data_path.unlink(missing_ok=True)
 
     def abort(self) -> None:
-        self._data.close()
-        self._data_path.unlink(missing_ok=True)
+        """Remove the temporary data file (after a full disk, an error or Ctrl-C/SIGTERM).
+
+        Closing flushes the buffer, which fails again on a full disk: the file goes anyway.
+        """
+        try:
+            self._data.close()
+        except OSError:
+            pass
+        finally:
+            self._data_path.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -312,6 +425,19 @@ def compress_file(
     An existing ``dst`` is replaced only with ``force``; the output gets the mode ``open()``
     would give it (0o666 less the umask).
     """
+    with _signals_noted():
+        return _compress(src, dst, group, allow_nan, keep_other_dtypes, force, progress)
+
+
+def _compress(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    group: int,
+    allow_nan: bool,
+    keep_other_dtypes: bool,
+    force: bool,
+    progress: Callable[[str], None] | None,
+) -> CompressReport:
     src_path, dst_path = Path(src), Path(dst)
     if group not in GROUPS:
         raise Nf12Error(f"group {group}: must be one of {', '.join(map(str, GROUPS))}")
@@ -369,9 +495,11 @@ def compress_file(
         writer.close(metadata)
     except OSError as exc:
         writer.abort()
-        raise Nf12Error(f"{dst_path}: cannot write ({exc.strerror})") from None
+        _reraise_if_interrupted()
+        raise _write_error(dst_path, exc) from None
     except BaseException:
         writer.abort()
+        _reraise_if_interrupted()
         raise
     return CompressReport(
         source_bytes=src_path.stat().st_size,
@@ -473,6 +601,7 @@ def _load_entry(nf: _Nf12File, fh: Any, entry: dict[str, Any]) -> NF12Tensor | t
     except Nf12Error:
         raise
     except Exception as exc:
+        _reraise_if_interrupted()
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Nf12Error(f"{nf.path}: tensor {name!r}: cannot read ({first})") from None
 
@@ -529,7 +658,13 @@ def decompress_file(
     the same tensors and metadata is written. Streams tensor by tensor into a temp file, renamed
     into place at the end. An existing ``dst`` is replaced only with ``force``.
     """
-    src_path, dst_path = Path(src), Path(dst)
+    with _signals_noted():
+        return _decompress(Path(src), Path(dst), force, progress)
+
+
+def _decompress(
+    src_path: Path, dst_path: Path, force: bool, progress: Callable[[str], None] | None
+) -> bool:
     with _safe_open(src_path) as fh:
         nf = _open_nf12(src_path, fh)
         _check_destination(src_path, dst_path, force)
@@ -558,9 +693,11 @@ def decompress_file(
             os.replace(tmp, dst_path)
         except OSError as exc:
             Path(tmp).unlink(missing_ok=True)
-            raise Nf12Error(f"{dst_path}: cannot write ({exc.strerror})") from None
+            _reraise_if_interrupted()
+            raise _write_error(dst_path, exc) from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
+            _reraise_if_interrupted()
             raise
     return True
 
@@ -580,8 +717,13 @@ def _rewrite(nf: _Nf12File, fh: Any, dst: Path, progress: Callable[[str], None] 
             if progress is not None:
                 progress(entry["name"])
         writer.close({str(k): str(v) for k, v in meta.items()})
+    except OSError as exc:
+        writer.abort()
+        _reraise_if_interrupted()
+        raise _write_error(dst, exc) from None
     except BaseException:
         writer.abort()
+        _reraise_if_interrupted()
         raise
 
 

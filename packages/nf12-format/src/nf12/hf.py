@@ -30,7 +30,14 @@ from transformers.utils.quantization_config import QuantizationConfigMixin
 
 from nf12.errors import Nf12Error
 from nf12.format import DEFAULT_GROUP, FORMAT_VERSION, GROUPS, encode
-from nf12.nn import NF12Linear, encoded_state, linear_names, replace_module
+from nf12.nn import (
+    NF12Linear,
+    encoded_state,
+    linear_like,
+    linear_names,
+    nothing_to_convert,
+    replace_module,
+)
 
 __all__ = ["QUANT_METHOD", "NF12Config", "NF12HfQuantizer", "attach", "register"]
 
@@ -134,15 +141,23 @@ class NF12HfQuantizer(HfQuantizer):
     def _process_model_before_weight_loading(self, model: Any, **kwargs: Any) -> Any:
         config = self.quantization_config
         converted, kept = linear_names(model, config.modules_to_not_convert)
+        if not converted:
+            # Quantizing while loading a model with no linear layer, or a checkpoint that says
+            # nf12 over none: refuse rather than save or load "nf12" that compresses nothing.
+            raise Nf12Error(nothing_to_convert(model, kept))
         for name in converted:
-            linear = model.get_submodule(name)
-            layer = NF12Linear(linear.in_features, linear.out_features, linear.bias is not None,
-                               group=config.group, fused=config.fused,
-                               device=linear.weight.device, dtype=linear.weight.dtype)  # fmt: skip
+            module = model.get_submodule(name)
+            layer_class = linear_like(module)
+            assert layer_class is not None
+            in_features, out_features = _features(module)
+            weight = module.weight
+            layer = layer_class(in_features, out_features, module.bias is not None,
+                                group=config.group, fused=config.fused,
+                                device=weight.device, dtype=weight.dtype)  # fmt: skip
             if not self.pre_quantized:
                 # The checkpoint's BF16 weight lands here first; the quantize op replaces it.
-                shape = (linear.out_features, linear.in_features)
-                layer.weight = torch.empty(shape, dtype=torch.bfloat16, device=linear.weight.device)
+                layer.weight = torch.empty(tuple(weight.shape), dtype=torch.bfloat16,
+                                           device=weight.device)  # fmt: skip
             replace_module(model, name, layer)
         config.modules_to_not_convert = sorted(kept)
         return model
@@ -163,6 +178,14 @@ class NF12HfQuantizer(HfQuantizer):
     @property
     def is_trainable(self) -> bool:
         return False
+
+
+def _features(module: Any) -> tuple[int, int]:
+    """``(in, out)`` of a linear-like module: ``nn.Linear``'s fields, or ``Conv1D``'s
+    ``nx``/``nf``."""
+    if hasattr(module, "in_features"):
+        return int(module.in_features), int(module.out_features)
+    return int(module.nx), int(module.nf)
 
 
 def register() -> None:

@@ -34,7 +34,15 @@ from torch import nn
 from nf12.errors import Nf12Error
 from nf12.format import DEFAULT_GROUP, FORMAT_VERSION, GROUPS, NF12Tensor, decode, encode
 
-__all__ = ["NF12Linear", "load_compressed", "quantize_model", "set_fused", "tied_linears"]
+__all__ = [
+    "NF12Conv1D",
+    "NF12Linear",
+    "linear_like",
+    "load_compressed",
+    "quantize_model",
+    "set_fused",
+    "tied_linears",
+]
 
 #: ``weight_nf12[0]``: "NF12" as a little-endian int.
 HEADER_MAGIC = int.from_bytes(b"NF12", "little")
@@ -49,6 +57,9 @@ def _sha256(tensor: torch.Tensor) -> torch.Tensor:
 
 class NF12Linear(nn.Module):
     """A drop-in ``nn.Linear`` whose weight is stored in NF12."""
+
+    #: The weight matrix is stored ``(in, out)`` (GPT-2's ``Conv1D``) instead of ``(out, in)``.
+    transposed = False
 
     weight: torch.Tensor
     weight_ex: torch.Tensor
@@ -78,8 +89,8 @@ class NF12Linear(nn.Module):
         self.out_features = out_features
         self.group = group
         self.fused = fused
-        padded = -(-in_features // group) * group
-        codes = out_features * padded
+        n_rows, n_cols = self.matrix_shape
+        codes = n_rows * (-(-n_cols // group) * group)
         self.register_buffer("weight", torch.empty(codes, dtype=torch.uint8, device=device))
         self.register_buffer("weight_ex", torch.empty(codes // 2, dtype=torch.uint8, device=device))
         self.register_buffer(
@@ -96,6 +107,14 @@ class NF12Linear(nn.Module):
 
     # ------------------------------------------------------------------ building
 
+    @property
+    def matrix_shape(self) -> tuple[int, int]:
+        """Rows and columns of the stored weight matrix (``(out, in)``, or ``(in, out)`` for
+        a transposed layer), which is what the NF12 planes and header describe."""
+        if self.transposed:
+            return (self.in_features, self.out_features)
+        return (self.out_features, self.in_features)
+
     @classmethod
     def from_nf12(
         cls,
@@ -107,8 +126,8 @@ class NF12Linear(nn.Module):
     ) -> NF12Linear:
         """A layer holding an encoded weight (``sha256`` of the original bytes if known)."""
         if len(nt.shape) != 2:
-            raise Nf12Error(f"NF12Linear: weight shape {nt.shape} is not 2-D")
-        out_features, in_features = nt.shape
+            raise Nf12Error(f"{cls.__name__}: weight shape {nt.shape} is not 2-D")
+        in_features, out_features = nt.shape if cls.transposed else nt.shape[::-1]
         dtype = bias.dtype if bias is not None else torch.bfloat16
         layer = cls(in_features, out_features, bias is not None, group=nt.group, fused=fused,
                     device="meta", dtype=dtype)  # fmt: skip
@@ -119,12 +138,14 @@ class NF12Linear(nn.Module):
 
     @classmethod
     def from_linear(
-        cls, linear: nn.Linear, group: int = DEFAULT_GROUP, *, fused: bool = False, name: str = ""
+        cls, linear: nn.Module, group: int = DEFAULT_GROUP, *, fused: bool = False, name: str = ""
     ) -> NF12Linear:
-        """Encode ``linear.weight`` (must be BF16) and keep its bias."""
-        weight = linear.weight.detach()
+        """Encode the weight of ``linear`` (an ``nn.Linear``, or a ``Conv1D`` for
+        :class:`NF12Conv1D`; must be BF16) as stored, and keep its bias."""
+        weight = linear.get_parameter("weight").detach()
         nt = encode(weight, group, name=name or "linear.weight")
-        return cls.from_nf12(nt, linear.bias, sha256=_sha256(weight), fused=fused)
+        bias = linear.bias if isinstance(linear.bias, torch.Tensor) else None
+        return cls.from_nf12(nt, bias, sha256=_sha256(weight), fused=fused)
 
     def load_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         """Replace this layer's state by ``tensors`` (suffix -> tensor) and check it."""
@@ -144,10 +165,10 @@ class NF12Linear(nn.Module):
         if version != FORMAT_VERSION:
             raise Nf12Error(f"weight_nf12: format version {version}, this nf12 reads "
                             f"{FORMAT_VERSION}")  # fmt: skip
-        if (group, rows, cols) != (self.group, self.out_features, self.in_features):
+        if (group, rows, cols) != (self.group, *self.matrix_shape):
             raise Nf12Error(
                 f"weight_nf12: group {group}, shape ({rows}, {cols}) do not match the layer's "
-                f"group {self.group}, shape ({self.out_features}, {self.in_features})"
+                f"group {self.group}, shape {self.matrix_shape}"
             )
         padded = -(-cols // group) * group
         if self.weight.numel() != rows * padded or self.weight_ex.numel() != rows * padded // 2:
@@ -168,12 +189,13 @@ class NF12Linear(nn.Module):
             self.check()
         assert self._header is not None
         base, sentinel = self._header
-        padded = -(-self.in_features // self.group) * self.group
+        n_rows, n_cols = self.matrix_shape
+        padded = -(-n_cols // self.group) * self.group
         return NF12Tensor(
-            sm=self.weight.view(self.out_features, padded),
-            ex=self.weight_ex.view(self.out_features, padded // 2),
+            sm=self.weight.view(n_rows, padded),
+            ex=self.weight_ex.view(n_rows, padded // 2),
             esc=self.weight_esc,
-            shape=(self.out_features, self.in_features),
+            shape=(n_rows, n_cols),
             base=base,
             sentinel=sentinel,
             group=self.group,
@@ -205,6 +227,26 @@ class NF12Linear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"group={self.group}, escaped={int(self.weight_esc.shape[0])}, fused={self.fused}"
         )
+
+
+class NF12Conv1D(NF12Linear):
+    """A drop-in GPT-2 ``Conv1D`` (transformers' linear layer with its weight stored ``(in,
+    out)``) whose weight is stored in NF12.
+
+    The planes encode the matrix as ``Conv1D`` stores it, so a checkpoint's tensor is encoded as
+    it is, and the forward is ``Conv1D``'s own ``addmm(bias, x, W)`` on the decoded weight:
+    bit-identical to the BF16 layer. The fused kernels compute ``W x`` for an ``(out, in)``
+    matrix, so this layer always decodes (``fused`` is ignored).
+    """
+
+    transposed = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        size_out = (*x.shape[:-1], self.out_features)
+        flat = x.reshape(-1, self.in_features)
+        weight = self.decoded_weight().to(x.dtype)
+        y = flat @ weight if self.bias is None else torch.addmm(self.bias, flat, weight)
+        return y.view(size_out)
 
 
 def encoded_state(nt: NF12Tensor, sha256: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -242,6 +284,29 @@ def _kernels() -> Any:
 # --------------------------------------------------------------------------- whole models
 
 
+def _conv1d_class() -> type[nn.Module] | None:
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        return None
+    return Conv1D  # type: ignore[no-any-return]
+
+
+def linear_like(module: nn.Module) -> type[NF12Linear] | None:
+    """The NF12 layer class that replaces ``module``, or None when NF12 does not convert it.
+
+    Linear-like means a layer that computes ``x W^T + b`` (``nn.Linear`` and its subclasses,
+    which is every projection of Llama, Qwen2, Qwen3 and Mistral) or ``x W + b`` (GPT-2's
+    ``Conv1D``, weight stored ``(in, out)``). Already converted layers are not linear-like.
+    """
+    if isinstance(module, nn.Linear):
+        return NF12Linear
+    conv1d = _conv1d_class()
+    if conv1d is not None and isinstance(module, conv1d):
+        return NF12Conv1D
+    return None
+
+
 def tied_linears(model: nn.Module) -> set[str]:
     """Names of the ``nn.Linear`` modules whose weight is shared with another module (a tied
     ``lm_head``): NF12 leaves them alone, so the tie holds and the weight is stored once."""
@@ -252,7 +317,7 @@ def tied_linears(model: nn.Module) -> set[str]:
     tied = {
         name
         for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and len(owners.get(id(module.weight), ())) > 1
+        if linear_like(module) is not None and len(owners.get(id(module.weight), ())) > 1
     }
     # transformers knows ties the module graph may not show yet (a model still on "meta").
     for target, source in (getattr(model, "all_tied_weights_keys", None) or {}).items():
@@ -262,14 +327,15 @@ def tied_linears(model: nn.Module) -> set[str]:
 
 
 def linear_names(model: nn.Module, skip: Iterable[str] = ()) -> tuple[list[str], list[str]]:
-    """``(converted, kept)``: the ``nn.Linear`` modules NF12 converts, and those it keeps (tied,
-    or named by a ``skip`` pattern: a module name, a prefix at a module boundary, a suffix)."""
+    """``(converted, kept)``: the linear-like modules (:func:`linear_like`) NF12 converts, and
+    those it keeps (tied, or named by a ``skip`` pattern: a module name, a prefix at a module
+    boundary, a suffix)."""
     patterns = list(skip)
     tied = tied_linears(model)
     converted: list[str] = []
     kept: list[str] = []
     for name, module in model.named_modules():
-        if not isinstance(module, nn.Linear):
+        if linear_like(module) is None:
             continue
         hit = name in tied or any(
             name == p or name.startswith(p + ".") or name.endswith("." + p) for p in patterns if p
@@ -291,12 +357,15 @@ def quantize_model(
     fused: bool = False,
     skip: Iterable[str] = (),
 ) -> nn.Module:
-    """Replace every BF16 ``nn.Linear`` of ``model`` (in place) by an :class:`NF12Linear`.
+    """Replace every BF16 linear-like layer of ``model`` (in place) by an NF12 layer.
 
-    Lossless: the model's outputs are identical to the BF16 model's. Tied linear layers (an
-    ``lm_head`` sharing the input embedding) are left alone, so the tie holds. ``skip`` names
-    modules to leave alone too. A linear layer that is not BF16 is an error (cast the model with
-    ``model.to(torch.bfloat16)`` first): NF12 is a BF16 format.
+    Linear-like: ``nn.Linear`` (every projection of Llama, Qwen2, Qwen3, Mistral) becomes an
+    :class:`NF12Linear`, GPT-2's ``Conv1D`` an :class:`NF12Conv1D`. Lossless: the model's
+    outputs are identical to the BF16 model's. Tied linear layers (an ``lm_head`` sharing the
+    input embedding) are left alone, so the tie holds. ``skip`` names modules to leave alone
+    too. A layer that is not BF16 is an error (cast the model with ``model.to(torch.bfloat16)``
+    first): NF12 is a BF16 format. So is a model with nothing to convert: a checkpoint saved as
+    ``quant_method: nf12`` over zero NF12 layers would claim a compression that never happened.
 
     A transformers model comes back ready for ``save_pretrained``: its config carries an
     :class:`nf12.hf.NF12Config`, so ``from_pretrained`` rebuilds the NF12 layers (after
@@ -305,23 +374,42 @@ def quantize_model(
     if group not in GROUPS:
         raise Nf12Error(f"group {group}: must be one of {GROUPS}")
     converted, kept = linear_names(model, skip)
+    if not converted:
+        raise Nf12Error(nothing_to_convert(model, kept))
     for name in converted:
-        linear = model.get_submodule(name)
-        assert isinstance(linear, nn.Linear)
-        if linear.weight.dtype != torch.bfloat16:
+        weight = model.get_submodule(name).weight
+        if weight.dtype != torch.bfloat16:
             raise Nf12Error(
-                f"module {name!r}: weight dtype {linear.weight.dtype} is not torch.bfloat16 "
+                f"module {name!r}: weight dtype {weight.dtype} is not torch.bfloat16 "
                 "(call model.to(torch.bfloat16) first)"
             )
     for name in converted:
-        linear = model.get_submodule(name)
-        assert isinstance(linear, nn.Linear)
-        replace_module(model, name, NF12Linear.from_linear(linear, group, fused=fused, name=name))
+        module = model.get_submodule(name)
+        layer_class = linear_like(module)
+        assert layer_class is not None
+        replace_module(model, name, layer_class.from_linear(module, group, fused=fused, name=name))
     if hasattr(model, "config") and hasattr(model, "save_pretrained"):
         from nf12.hf import attach
 
         attach(model, group=group, fused=fused, kept=kept)
     return model
+
+
+def nothing_to_convert(model: nn.Module, kept: list[str]) -> str:
+    """The one-line refusal for a model in which NF12 would convert no layer."""
+    what = type(model).__name__
+    done = sum(isinstance(m, NF12Linear) for m in model.modules())
+    if done:
+        return f"{what}: nothing to quantize: its {done} linear layers are already NF12"
+    if kept:
+        return (
+            f"{what}: nothing to quantize: every linear layer is tied or skipped "
+            f"({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''})"
+        )
+    return (
+        f"{what}: nothing to quantize: no nn.Linear or Conv1D layer (NF12 converts linear "
+        "layers only)"
+    )
 
 
 def set_fused(model: nn.Module, fused: bool = True) -> nn.Module:
@@ -337,8 +425,9 @@ def load_compressed(
 ) -> nn.Module:
     """Load an ``.nf12.safetensors`` file into ``model`` (in place), keeping linear weights in NF12.
 
-    Every ``<module>.weight`` stored as NF12 whose module is an ``nn.Linear`` becomes an
-    :class:`NF12Linear` built straight from the file's planes; everything else is decoded and
+    Every ``<module>.weight`` stored as NF12 whose module is linear-like (``nn.Linear``,
+    ``Conv1D``) becomes an :class:`NF12Linear` (:class:`NF12Conv1D`) built straight from the
+    file's planes; everything else is decoded and
     loaded with ``load_state_dict``. Each tensor's sha256 is verified while reading. Missing or
     unexpected tensors are an error naming the first of them.
     """
@@ -350,15 +439,17 @@ def load_compressed(
     for name, item in iter_nf12(path):
         owner = name[: -len(".weight")] if name.endswith(".weight") else None
         if isinstance(item, NF12Tensor):
-            if owner is not None and isinstance(modules.get(owner), nn.Linear):
+            known = owner is not None and owner in modules
+            layer_class = linear_like(modules[owner]) if owner is not None and known else None
+            if owner is not None and layer_class is not None:
                 linear = modules[owner]
-                assert isinstance(linear, nn.Linear)
                 if tuple(linear.weight.shape) != item.shape:
                     raise Nf12Error(
                         f"{path}: tensor {name!r}: shape {item.shape} does not match the model's "
                         f"{tuple(linear.weight.shape)}"
                     )
-                replace_module(model, owner, NF12Linear.from_nf12(item, linear.bias, fused=fused))
+                bias = linear.bias if isinstance(linear.bias, torch.Tensor) else None
+                replace_module(model, owner, layer_class.from_nf12(item, bias, fused=fused))
                 replaced.add(owner)
                 continue
             state[name] = decode(item)
