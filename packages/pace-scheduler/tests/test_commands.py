@@ -4,16 +4,27 @@ and the refusals of bad traces, numbers and files."""
 import json
 
 import pytest
-from pace_scheduler import __version__, demo
+from pace_scheduler import __version__, demo, outdir
 from pace_scheduler.cli import main
 
 from paperstack.records import Claim, ResultsFormatError, load_results
 
 
 def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo, capsys):
+    # an earlier run's files (#46): replaced or removed, never left beside this run's results
+    stale = {"fit.json": "{not json", "runs.jsonl": '{"stale": true}\n', "report.md": "old"}
+    for name, text in stale.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "notes.txt").write_text("mine")
     argv = ["demo", "--workers", "1", "--seeds", "0-2", "--out", str(tmp_path), "--no-progress"]
     assert main(argv) == 0
+    outdir.release_out_dirs()
+    assert not (tmp_path / outdir.LOCK_NAME).exists()
+    assert (tmp_path / "notes.txt").read_text() == "mine"  # not the demo's: kept
+    assert '"stale"' not in (tmp_path / "runs.jsonl").read_text()
     results = load_results(tmp_path / "results.json")  # validates and recomputes every claim
+    fit = json.loads((tmp_path / "fit.json").read_text())
+    assert fit["model"] == results.manifest.config["engine"]["model"]  # this run's profile
     assert results.manifest.package == "pace-scheduler"
     assert results.manifest.version == __version__
     assert results.manifest.started < results.manifest.finished
@@ -63,7 +74,7 @@ def test_demo_writes_rows_and_claims_computed_from_them(tmp_path, tiny_demo, cap
             claim["verdict"] = "held" if claim["verdict"] != "held" else "not_held"
             claim["held"] = claim["verdict"] == "held"
     (tmp_path / "results.json").write_text(json.dumps(data))
-    with pytest.raises(ResultsFormatError, match="h200_predictor_r2_ge_0_9"):
+    with pytest.raises(ResultsFormatError, match=r"h200_predictor_r2_ge_0_9|digest"):
         load_results(tmp_path / "results.json")
 
 

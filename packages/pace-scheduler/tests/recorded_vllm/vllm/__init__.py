@@ -1,3 +1,0 @@
-"""Recorded vLLM scheduler interface for the tests (see ../README.md); not vLLM."""
-
-RECORDED = True
