@@ -182,7 +182,58 @@ def test_without_the_embed_extra_minilm_methods_name_the_extra(monkeypatch):
         raise EmbedError("the all-MiniLM-L6-v2 model package is not installed")
 
     monkeypatch.setattr(baselines, "_embedder", missing)
+    monkeypatch.setattr(baselines, "_embed_extra_installed", lambda: False)
     for method in ("top-k", "dpp"):
         with pytest.raises(CorrectiveContextError, match=r"corrective-context\[embed\]"):
             rank_texts(method, QUERY, ITEMS, 2)
     assert rank_texts("bm25", QUERY, ITEMS, 1) == [0]  # BM25 needs no extra
+
+
+def test_a_damaged_minilm_cache_reaches_the_user_as_the_cores_line(monkeypatch):
+    """Issue #46: with the extra installed, a truncated MiniLM entry in the cache is not a
+    missing extra; the core's line (naming the folder and the fix) must reach the user, not
+    "pip install 'corrective-context[embed]'"."""
+    from corrective_context import baselines
+
+    from paperstack.embed import EmbedError
+
+    said = "/cache/minilm: cannot load the model (SafetensorError: truncated); remove that folder"
+
+    def damaged():
+        raise EmbedError(said)
+
+    monkeypatch.setattr(baselines, "_embedder", damaged)
+    monkeypatch.setattr(baselines, "_embed_extra_installed", lambda: True)
+    with pytest.raises(EmbedError) as exc:
+        baselines.embed_texts(["a text"])
+    assert str(exc.value) == said
+    monkeypatch.setattr(baselines, "_embed_extra_installed", lambda: False)
+    with pytest.raises(CorrectiveContextError, match=r"pip install 'corrective-context\[embed\]'"):
+        baselines.embed_texts(["a text"])
+
+
+@pytest.mark.parametrize("command", ["select", "measure"])
+def test_out_is_prepared_before_the_model_is_loaded(model_dir, tmp_path, capsys, command):
+    """A dangling --out link was met only after the model ran (a FileExistsError traceback
+    from mkdir); the core's preparation refuses it in one line first, and a folder made for
+    a run that then fails is removed again."""
+    path = _jsonl(
+        tmp_path, [{"input": i, "answer": a} for i, a in zip(INPUTS, ANSWERS, strict=True)]
+    )
+    if command == "measure":
+        path = tmp_path / "items.txt"
+        path.write_text("\n".join(ITEMS) + "\n")
+    rest = ["--answer", " Paris"] if command == "measure" else ["--method", "bm25"]
+    dangling = tmp_path / "gone"
+    dangling.symlink_to(tmp_path / "deleted")
+    argv = [command, "--model", str(model_dir), "--query", QUERY, "--items", str(path), *rest]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(dangling)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "dangling symbolic link" in err
+    fresh = tmp_path / "fresh"
+    with pytest.raises(SystemExit):
+        main([*argv[:2], str(tmp_path / "no-model"), *argv[3:], "--out", str(fresh)])
+    assert not fresh.exists()

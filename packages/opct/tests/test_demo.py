@@ -156,3 +156,26 @@ def test_demo_claims_follow_the_rows_not_the_code(quick_run, tmp_path):
     (tmp_path / "results.json").write_text(json.dumps(data))
     with pytest.raises(ResultsFormatError, match="opct_less_sycophantic_than_sft"):
         load_results(tmp_path / "results.json")
+
+
+def test_a_full_disk_leaves_no_half_written_loss_figure(tmp_path, monkeypatch):
+    """Issue #46: ``fig.savefig(path)`` straight to the final name left a 0-byte png on a full
+    disk. The figure is now rendered in memory and written atomically: when the write fails
+    (ENOSPC at the flush here) no png and no temporary is left, and the error reaches the
+    caller (the CLI guard turns it into one line)."""
+    import errno
+    import os
+
+    curves = {"opct": {0: [2.0, 1.5, 1.2], 1: [2.1, 1.4, 1.1]}, "sft": {0: [2.0, 1.8, 1.7]}}
+    good = d.loss_figure(curves, tmp_path / "ok.png")
+    assert good.read_bytes().startswith(b"\x89PNG")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "full"
+    out.mkdir()
+    with pytest.raises(OSError, match="No space left"):
+        d.loss_figure(curves, out / "training_loss.png")
+    assert list(out.iterdir()) == []

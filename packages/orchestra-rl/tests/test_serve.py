@@ -90,3 +90,20 @@ def test_swarm_command_refuses_a_budget_below_n_and_a_dead_server(tmp_path, caps
     assert main([*base, "--agents", "2", "--budget", "2"]) == 0
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["errors"] == summary["calls"] == 2
+
+
+def test_swarm_prepares_out_before_any_call(tmp_path, capsys) -> None:
+    """--out goes through the core's preparation: a dangling link was a FileExistsError
+    traceback from mkdir; now it is one line, before the server is contacted."""
+    from orchestra_rl.cli import main
+
+    dangling = tmp_path / "gone"
+    dangling.symlink_to(tmp_path / "deleted")
+    argv = ["swarm", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--instances", "1",
+            "--agents", "2", "--budget", "2", "--timeout", "2", "--out", str(dangling)]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "dangling symbolic link" in err[0]

@@ -2,12 +2,17 @@
 as one line with exit 2."""
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
-from pall_lns.cli import main
-from pall_lns.instance import read_instance
+from pall_lns.cli import main, sigterm_as_ctrl_c
+from pall_lns.generators import generate
+from pall_lns.instance import import_scip, read_instance, read_scip_model
 
 
 def test_solve_prints_progress_and_writes_a_feasible_sol(smoke_dir, tmp_path, capsys):
@@ -39,6 +44,78 @@ def test_solve_prints_progress_and_writes_a_feasible_sol(smoke_dir, tmp_path, ca
     assert inst.is_feasible(np.array(x))
     assert float(lines[0].split(":")[1]) == pytest.approx(inst.user_objective(np.array(x)))
     assert json.loads(traj.read_text().splitlines()[-1])["event"] == "final"
+
+
+def _read_sol(path, inst):
+    x = np.zeros(inst.n)
+    for line in path.read_text().splitlines()[1:]:
+        name, value = line.split()
+        x[inst.names.index(name)] = float(value)
+    return x
+
+
+def test_sigterm_writes_the_best_solution_like_ctrl_c(tmp_path):
+    """Issue #46: ``kill`` (SIGTERM) used to end ``pall solve`` with nothing written, while
+    Ctrl-C wrote the best checked solution. Now SIGTERM does what Ctrl-C does (exit 143)."""
+    model = generate("setcover", "medium", 0, tmp_path).path
+    sol = tmp_path / "out.sol"
+    cmd = [sys.executable, "-m", "pall_lns.cli", "solve", str(model), "--time-limit", "60"]
+    proc = subprocess.Popen(
+        [*cmd, "--sol", str(sol)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        lines = []
+        for line in proc.stderr:  # the first incumbent: there is something to write
+            lines.append(line)
+            if "scip-initial" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, rest = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    err = "".join(lines) + rest
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    # (SCIP's own "pressed CTRL-C" line may precede it: the SIGTERM reached SCIP as SIGINT)
+    assert "pall: terminated (SIGTERM): objective" in out
+    inst = read_instance(model)
+    assert inst.is_feasible(_read_sol(sol, inst))
+    assert json.loads(model.with_suffix(".trajectory.jsonl").read_text().splitlines()[-1])[
+        "interrupted"
+    ]
+
+
+def test_sigterm_inside_a_scip_callback_stops_scip_as_ctrl_c_does(tmp_path):
+    """A SIGTERM handler that raised KeyboardInterrupt inside one of our SCIP event handlers
+    made SCIP fail ("SCIP: unspecified error!" and a traceback); re-raised as SIGINT it meets
+    SCIP's own Ctrl-C handler, which stops the solve cleanly."""
+    scip = import_scip()
+    model = read_scip_model(generate("setcover", "medium", 0, tmp_path).path)
+
+    class KillOnFirstSolution(scip.Eventhdlr):  # type: ignore[misc,name-defined]
+        def eventinit(self):
+            self.model.catchEvent(scip.SCIP_EVENTTYPE.BESTSOLFOUND, self)
+
+        def eventexit(self):
+            self.model.dropEvent(scip.SCIP_EVENTTYPE.BESTSOLFOUND, self)
+
+        def eventexec(self, event):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    model.includeEventhdlr(KillOnFirstSolution(), "kill", "SIGTERM at the first incumbent")
+    model.setBoolParam("misc/catchctrlc", True)
+    model.setRealParam("limits/time", 30)
+    # a no-op SIGTERM handler around the test, so a regression fails it instead of killing pytest
+    safety = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        with sigterm_as_ctrl_c() as seen:
+            model.optimize()
+        assert signal.getsignal(signal.SIGTERM) is not safety  # restored on leaving
+    finally:
+        signal.signal(signal.SIGTERM, safety)
+    assert model.getStatus() == "userinterrupt"
+    assert seen.terminated
+    assert model.getSolvingTime() < 20
 
 
 @pytest.mark.parametrize(

@@ -180,3 +180,69 @@ def test_rejects_malformed_mps(write_lp):
     p = write_lp("junk.mps", "NAME junk\nROWS\n N obj\nCOLUMNS\n x obj 1\nwhat is this\nENDATA\n")
     with pytest.raises(PallError, match=r"junk\.mps"):
         read_instance(p)
+
+
+TINY_MPS = """NAME          tiny
+ROWS
+ N  obj
+ G  c1
+ L  c2
+COLUMNS
+    MARKER                 'MARKER'                 'INTORG'
+    x         obj       1.0        c1        1.0
+    x         c2        1.0
+    y         obj       2.0        c1        1.0
+    MARKER                 'MARKER'                 'INTEND'
+RHS
+    RHS       c1        1.0        c2        5.0
+BOUNDS
+ UP BND       x         10
+ UP BND       y         10
+ENDATA
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "x         obj       1.0",
+            "x         obj       nan",
+            "column 'x': objective coefficient nan",
+        ),
+        ("c1        1.0\n    MARKER", "c1        nan\n    MARKER", "row 'c1', column 'y': coeff"),
+        ("c2        5.0", "c2        nan", "row 'c2': right-hand side nan"),
+        ("c2        5.0", "c2        -inf", "row 'c2': right-hand side -inf"),
+        (
+            " UP BND       y         10",
+            " UP BND       y         nan",
+            "column 'y': upper bound nan",
+        ),
+        (
+            " UP BND       y         10",
+            " LO BND       y         inf",
+            "column 'y': lower bound +inf",
+        ),
+    ],
+)
+def test_rejects_non_finite_numbers_naming_row_and_column(write_lp, old, new, message):
+    """SCIP reads ``nan`` from an MPS file and then ignores its time limit (issue #46: a 3 s
+    solve ran 400 s): such a model is one line naming the file and the row/column, before any
+    solve."""
+    assert old in TINY_MPS
+    read_instance(write_lp("ok.mps", TINY_MPS))  # the unedited model is fine
+    bad = write_lp("bad.mps", TINY_MPS.replace(old, new))
+    with pytest.raises(PallError, match=re.escape(f"bad.mps: {message}")):
+        read_instance(bad)
+
+
+def test_symlink_loop_and_dangling_link_say_so(tmp_path):
+    loop = tmp_path / "loop.lp"
+    loop.symlink_to(tmp_path / "other.lp")
+    (tmp_path / "other.lp").symlink_to(loop)
+    with pytest.raises(PallError, match=r"loop\.lp: symlink loop"):
+        read_instance(loop)
+    dangling = tmp_path / "gone.lp"
+    dangling.symlink_to(tmp_path / "deleted.lp")
+    with pytest.raises(PallError, match=r"gone.lp: dangling symlink \(its target .*deleted.lp"):
+        read_instance(dangling)

@@ -180,3 +180,26 @@ def test_truncated_checkpoint_is_one_line_naming_the_file(micro, tmp_path, capsy
     err = _one_line_error(capsys, ["demo", "--quick", "--out", str(tmp_path / "o"),
                                    "--model", str(folder)])  # fmt: skip
     assert "config.json" in err
+
+
+@pytest.mark.parametrize("fmt", ["mc", "corpus"])
+def test_evaluate_on_a_binary_file_is_one_line_naming_it(tmp_path, capsys, fmt):
+    """Issue #46: ``ra2 evaluate`` on a binary file raised UnicodeDecodeError."""
+    binary = tmp_path / "forget.jsonl"
+    binary.write_bytes(bytes(range(256)) * 4)
+    argv = ["evaluate", "--model", str(tmp_path), "--forget", str(binary), "--format", fmt,
+            "--out", str(tmp_path / "eval")]  # fmt: skip
+    err = _one_line_error(capsys, argv)
+    assert f"{binary}: not UTF-8 text" in err
+    assert not (tmp_path / "eval").exists()
+
+
+def test_mc_jsonl_refuses_huge_and_deep_json_in_one_line(tmp_path):
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text('{"question": "Q?", "choices": ["a", "b"], "answer": ' + "9" * 5000 + "}\n")
+    with pytest.raises(UnlearnError, match=r"huge\.jsonl:1: not a question/choices/answer"):
+        load_mc_jsonl(huge)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(UnlearnError, match=r"deep\.jsonl:1: not a question/choices/answer"):
+        load_mc_jsonl(deep)

@@ -169,6 +169,17 @@ def _embedder() -> Any:
     return Embedder()
 
 
+def _embed_extra_installed() -> bool:
+    """Whether what ``corrective-context[embed]`` installs is there (the MiniLM model package,
+    torch, transformers), without importing any of it."""
+    import importlib.util
+
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("all_minilm_l6_v2", "torch", "transformers")
+    )
+
+
 def embed_texts(texts: Sequence[str]) -> np.ndarray:
     """MiniLM (all-MiniLM-L6-v2, offline, ``paperstack.embed``) keys for text items; needs the
     ``embed`` extra."""
@@ -178,10 +189,14 @@ def embed_texts(texts: Sequence[str]) -> np.ndarray:
         raise CorrectiveContextError("the candidate pool is empty: nothing to embed")
     try:
         embedder = _embedder()
-    except EmbedError as exc:  # the base install lacks the model package
-        raise CorrectiveContextError(
-            f"MiniLM keys need the embed extra: pip install 'corrective-context[embed]' ({exc})"
-        ) from None
+    except EmbedError as exc:
+        if not _embed_extra_installed():  # the base install: say which extra brings it
+            raise CorrectiveContextError(
+                f"MiniLM keys need the embed extra: pip install 'corrective-context[embed]' ({exc})"
+            ) from None
+        # Installed but unusable (a damaged cache entry, an unwritable cache): the core's one
+        # line names the file and the fix; "install the extra" would send the user astray.
+        raise
     return np.asarray(embedder.encode(list(texts)), dtype=np.float64)
 
 

@@ -22,8 +22,10 @@ Heavy imports stay inside the commands so that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,8 @@ from paperstack.contract import (
     Report,
     Run,
     fraction,
-    non_negative_int,
     positive_int,
+    seed_int,
 )
 
 cli = ContractCLI("corrective-context", "corrective-context", __version__, __doc__)
@@ -259,6 +261,25 @@ def bench(run: Run) -> Report:
     return Report(rows, summary=summary, config={"queries": queries, "pool": config.pool})
 
 
+@contextlib.contextmanager
+def prepared_out(path: Path) -> Iterator[Path]:
+    """``--out`` of ``measure``/``select`` through the core's preparation
+    (:func:`paperstack.records.prepare_out_dir`): a file, a dangling link, a read-only place or
+    a full disk is one line before the model is loaded, not after the work. A folder made here
+    is removed again when the command fails (bad model, Ctrl-C, SIGTERM) with nothing in it."""
+    from paperstack.records import prepare_out_dir
+
+    created = not path.exists()
+    out = prepare_out_dir(path)
+    try:
+        yield out
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only when empty
+        raise
+
+
 def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True,
                    help="a local transformers causal-LM folder or hub id")  # fmt: skip
@@ -299,20 +320,15 @@ def measure_command(args: argparse.Namespace) -> int:
 
     quiet_libraries()  # before transformers is imported: no loading bars on stderr
     _threads()
-    from corrective_context.errors import CorrectiveContextError
     from corrective_context.measure import measure
     from paperstack import tiny
     from paperstack.records import atomic_write_json
 
     items = [line for _, line in _read_lines(args.items)]
-    if args.out.exists() and not args.out.is_dir():
-        raise CorrectiveContextError(f"--out {args.out}: is a file, not a folder")
-    model, tokenizer = tiny.load(args.model)
-    result = measure(model, tokenizer, args.query, items, args.answer, separator=args.separator)
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(
-        args.out / "measurements.json", {"model": str(args.model), **result.to_json()}
-    )
+    with prepared_out(args.out) as out:
+        model, tokenizer = tiny.load(args.model)
+        result = measure(model, tokenizer, args.query, items, args.answer, separator=args.separator)
+        atomic_write_json(out / "measurements.json", {"model": str(args.model), **result.to_json()})
     for item in result.items:
         mass = "n/a" if item.attention_mass is None else f"{item.attention_mass:.3f}"
         print(f"item {item.index}: {item.probability.regime} (rho {item.probability.ratio:+.3g}, "
@@ -333,7 +349,7 @@ def _select_arguments(p: argparse.ArgumentParser) -> None:
                    help="corrective (default), top-k (MiniLM), bm25, dpp (MiniLM), random, "
                    "all-items; top-k and dpp need corrective-context[embed]")  # fmt: skip
     p.add_argument("--budget", type=positive_int, default=8, help="at most this many items")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --method random")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of --method random")
     p.add_argument("--separator", default="\n", help="text after each item (default newline)")
     p.add_argument("--out", type=Path, required=True, help="folder for selection.json")
 
@@ -377,7 +393,6 @@ def select_command(args: argparse.Namespace) -> int:
     quiet_libraries()
     _threads()
     from corrective_context.baselines import check_method
-    from corrective_context.errors import CorrectiveContextError
     from corrective_context.measure import select_items
     from corrective_context.selector import SelectorConfig
     from paperstack import tiny
@@ -386,21 +401,20 @@ def select_command(args: argparse.Namespace) -> int:
     method = check_method(args.method)
     corrective = method == "corrective"
     candidates = _read_candidates(args.items, answers=corrective)
-    if args.out.exists() and not args.out.is_dir():
-        raise CorrectiveContextError(f"--out {args.out}: is a file, not a folder")
-    model, tokenizer = tiny.load(args.model)
-    sel = select_items(
-        model, tokenizer, args.query, [c["text"] for c in candidates],
-        [c["input"] for c in candidates] if corrective else None,
-        [c["answer"] for c in candidates] if corrective else None,
-        method=method, config=SelectorConfig(budget=args.budget), separator=args.separator,
-        seed=args.seed,
-    )  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(args.out / "selection.json", {
-        "model": str(args.model), "query": args.query, "method": method, "chosen": sel.chosen,
-        "order": sel.order, "items": [candidates[i]["text"] for i in sel.chosen],
-    })  # fmt: skip
+    with prepared_out(args.out) as out:
+        model, tokenizer = tiny.load(args.model)
+        sel = select_items(
+            model, tokenizer, args.query, [c["text"] for c in candidates],
+            [c["input"] for c in candidates] if corrective else None,
+            [c["answer"] for c in candidates] if corrective else None,
+            method=method, config=SelectorConfig(budget=args.budget), separator=args.separator,
+            seed=args.seed,
+        )  # fmt: skip
+        atomic_write_json(out / "selection.json", {
+            "model": str(args.model), "query": args.query, "method": method,
+            "chosen": sel.chosen, "order": sel.order,
+            "items": [candidates[i]["text"] for i in sel.chosen],
+        })  # fmt: skip
     print(f"{method}: chose {len(sel.chosen)} of {len(candidates)} items: {sel.chosen}")
     print(f"wrote {args.out / 'selection.json'}")
     return 0

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from meta_pref import __version__
-from paperstack.contract import ContractCLI, Report, Run, positive_int, positive_int_list
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    parse_seeds,
+    positive_int,
+    positive_int_list,
+)
 
 cli = ContractCLI("meta-pref", "meta-pref", __version__, __doc__)
 
@@ -162,7 +169,7 @@ def tune_command(args: argparse.Namespace) -> int:
 
 def _headroom_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder for headroom.json")
-    p.add_argument("--seeds", type=positive_int_list, default=[98, 99],
+    p.add_argument("--seeds", type=parse_seeds, default=(98, 99),
                    help="validation seeds (default 98,99; never a reported seed)")  # fmt: skip
     p.add_argument("--max-epochs", type=positive_int, default=24,
                    help="epochs recorded per run (default 24)")  # fmt: skip

@@ -55,7 +55,7 @@ from typing import Any
 from meta_pref.adapt import AdaptSettings, rng_subset
 from meta_pref.meta import MetaConfig
 from meta_pref.world import SOURCES, MultilingualWorld
-from paperstack.records import Claim, Row
+from paperstack.records import Claim, Row, save_figure
 
 __all__ = ["FULL", "QUICK", "DemoConfig", "claims_for", "run_seed"]
 
@@ -434,7 +434,11 @@ def figures(rows: Sequence[Row], config: DemoConfig, out: Any) -> list[Any]:
             ax.legend(fontsize=7)
         fig.tight_layout()
         path = out / f"{metric}.png"
-        fig.savefig(path)
-        plt.close(fig)
+        try:
+            # rendered in memory, then written atomically: a full disk or a kill mid-write
+            # leaves no 0-byte or torn png at the final name (savefig(path) did, issue #46)
+            save_figure(fig, path)
+        finally:
+            plt.close(fig)
         paths.append(path)
     return paths

@@ -42,7 +42,7 @@ from opct import evaluation as ev
 from opct.base import BaseRecipe
 from opct.pairs import Pair
 from opct.world import CUES_TRAIN, PRESSURE_TRAIN, TRAIN_FAMILIES, AlignmentWorld
-from paperstack.records import Claim, Row
+from paperstack.records import Claim, Row, save_figure
 
 __all__ = [
     "LR_GRID",
@@ -416,6 +416,10 @@ def loss_figure(curves: dict[str, dict[int, list[float]]], path: Path) -> Path:
         ax.set_xlabel("logging step")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        # rendered in memory, then written atomically: a full disk or a kill mid-write leaves
+        # no 0-byte or torn png at the final name (savefig(path) did, issue #46)
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
     return path

@@ -463,10 +463,8 @@ def swarm(args: argparse.Namespace) -> int:
     from orchestra_rl.swarm import Episode, Policy, Swarm, SwarmConfig
     from orchestra_rl.tasks import builtin_evaluator, instance_pool
     from paperstack.llm import OpenAIChat
-    from paperstack.records import atomic_write_json
+    from paperstack.records import atomic_write_json, prepare_out_dir
 
-    if args.out.exists() and not args.out.is_dir():
-        raise PaperstackError(f"--out {args.out}: is a file, not a folder")
     budget = args.budget if args.budget is not None else CALLS_PER_AGENT * args.agents
     config = SwarmConfig(budget=budget, max_rounds=args.rounds, concurrency=args.concurrency)
     client = OpenAIChat(args.base_url, args.model, timeout=args.timeout,
@@ -491,7 +489,9 @@ def swarm(args: argparse.Namespace) -> int:
     else:
         policy = FixedTopology(args.policy)
     instances = instance_pool(args.task, args.instances, "test", args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
+    # the core's preparation, after the flags are checked and before any call to the server:
+    # a file, a dangling link, a read-only place or a full disk is one line here
+    prepare_out_dir(args.out)
     trace = args.out / "episodes.jsonl"
     trace.write_text("")
 

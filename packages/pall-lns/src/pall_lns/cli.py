@@ -1,7 +1,8 @@
 """``pall``: the command line of pall-lns.
 
 - ``pall solve MODEL --time-limit T``: PALL on your .lp/.mps file; prints each new incumbent,
-  writes the checked solution (.sol) and a JSONL trajectory. Ctrl-C writes the best so far.
+  writes the checked solution (.sol) and a JSONL trajectory. Ctrl-C or SIGTERM writes the best
+  so far.
 - ``pall generate``: seeded instances (set cover, auctions, facility location, independent set).
 - ``pall evolve`` / ``pall oracle`` / ``pall train`` / ``pall export-sft``: the offline pipeline
   that produced the shipped default selector (operator ensemble + weights).
@@ -17,16 +18,21 @@ The common flags and flow of ``demo`` and ``bench`` (``--out``, ``--quick``, ``-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pall_lns import __version__
 from pall_lns.errors import PallError
-from paperstack.contract import ContractCLI, Report, Run
+from paperstack.contract import ContractCLI, Report, Run, seed_int
+from paperstack.errors import Terminated
 
 PROG = "pall"
 DIST = "pall-lns"
@@ -73,8 +79,13 @@ def count(flag: str, *, minimum: int = 1) -> Any:
     return parse
 
 
+#: ``--seed``: the contract's type, what every RNG accepts (numpy's seeds stop at 2**32 - 1);
+#: a larger or negative seed is refused by argparse, not after minutes of work (issue #46).
+SEED = seed_int
+
+
 def _models(items: Sequence[Path]) -> list[Path]:
-    from pall_lns.instance import SUFFIXES
+    from pall_lns.instance import SUFFIXES, missing_reason
 
     out: list[Path] = []
     for item in items:
@@ -85,7 +96,10 @@ def _models(items: Sequence[Path]) -> list[Path]:
         elif item.exists():
             out.append(item)
         else:
-            raise PallError(f"{item}: no such file or folder")
+            reason = missing_reason(item)
+            if reason == "no such file":
+                reason = "no such file or folder"
+            raise PallError(f"{item}: {reason}")
     if not out:
         raise PallError(f"{', '.join(map(str, items))}: no .lp/.mps models found")
     return out
@@ -154,6 +168,54 @@ def write_sol(path: Path, names: Sequence[str], x: Any, objective: float) -> Non
     atomic_write(path, "\n".join(lines) + "\n")
 
 
+@dataclass
+class StopSignals:
+    """What :func:`sigterm_as_ctrl_c` saw: ``terminated`` once a SIGTERM arrived (the exit
+    status is then 143, the core's convention for SIGTERM, rather than Ctrl-C's 130)."""
+
+    terminated: bool = False
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[StopSignals]:
+    """Within the block, SIGTERM (``kill``, ``timeout``, a batch scheduler's stop) is turned
+    into SIGINT, so it does exactly what Ctrl-C does: ``pall solve`` stops the search and writes
+    the best checked solution (exit 130) instead of dying with nothing written.
+
+    Why SIGINT and not a ``KeyboardInterrupt`` raised from the handler: while SCIP solves, it
+    catches SIGINT in its own C handler and returns cleanly ("userinterrupt"), but a Python
+    exception raised by a SIGTERM handler that runs inside one of our SCIP callbacks (the
+    incumbent event handler) is swallowed by PySCIPOpt and turns into "SCIP: unspecified error!"
+    and a traceback. Re-raised as SIGINT, the signal meets SCIP's handler during a solve and
+    Python's ``KeyboardInterrupt`` outside one. Python runs a signal handler between bytecodes,
+    so a SIGTERM that arrives inside a SCIP solve without callbacks (a sub-MIP) acts when that
+    solve returns: within the sub-MIP's time limit. An ignored SIGINT (a job started with
+    ``&`` by a non-interactive shell) is given Python's default handler for the block, or the
+    re-raised signal would be lost. Both previous handlers are restored on leaving."""
+    seen = StopSignals()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen  # signal handlers can only be set in the main thread (an API caller's)
+        return
+
+    def as_sigint(signum: int, frame: Any) -> None:
+        from pall_lns.lns import request_stop
+
+        seen.terminated = True
+        request_stop()  # survives a SIGINT that SCIP's hand-over would otherwise absorb
+        signal.raise_signal(signal.SIGINT)
+
+    previous_int = signal.getsignal(signal.SIGINT)
+    if not callable(previous_int):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_term = signal.signal(signal.SIGTERM, as_sigint)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
+
+
 def _log(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
@@ -189,7 +251,7 @@ def _solve_arguments(s: argparse.ArgumentParser) -> None:
         help="free solved sub-MIPs on the search's own thread (one core; default: a second "
         "thread frees one while the next solves)",
     )
-    s.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -217,20 +279,32 @@ def _solve(args: argparse.Namespace) -> int:
         submip_time=args.submip_time,
         background_free=not args.no_background_free,
     )
-    res = run_lns(model, ops, selector, cfg, trajectory=traj, on_improve=show, t0=t0)
+    with sigterm_as_ctrl_c() as signals:
+        try:
+            res = run_lns(model, ops, selector, cfg, trajectory=traj, on_improve=show, t0=t0)
+        except KeyboardInterrupt:  # before the search began: no solution to write
+            if signals.terminated:
+                raise Terminated() from None
+            raise
     if res.x is None:
+        if res.interrupted:  # stopped before SCIP's first incumbent: the guard says which
+            raise Terminated() if signals.terminated else KeyboardInterrupt()
         raise PallError(f"{model}: no feasible solution found within {args.time_limit:g}s")
     # run_lns checked res.x against the original model (every row, bound and integrality)
     # before returning it; re-reading the file here would cost seconds on large models.
     write_sol(sol, res.names, res.x, res.objective)
-    state = "interrupted" if res.interrupted else "done"
+    state = "done"
+    if res.interrupted:
+        state = "terminated (SIGTERM)" if signals.terminated else "interrupted"
     fallback = f", {res.fallbacks} selector fallbacks" if res.fallbacks else ""
     print(
         f"{PROG}: {state}: objective {res.objective:.10g} after {res.wall_s:.1f}s, "
         f"{res.iterations} LNS iterations, overhead {res.overhead:.1%}{fallback}; "
         f"wrote {sol} and {traj}"
     )
-    return 130 if res.interrupted else 0
+    if not res.interrupted:
+        return 0
+    return 128 + signal.SIGTERM if signals.terminated else 130  # 143, as the core guard
 
 
 # ---------------------------------------------------------------------------- generate
@@ -244,7 +318,7 @@ def _generate_arguments(g: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--size", default="small", help="smoke, small, medium, large or xl")
     g.add_argument("--count", type=count("--count"), default=1)
-    g.add_argument("--seed", type=count("--seed", minimum=0), default=0, help="first seed")
+    g.add_argument("--seed", type=SEED, default=0, help="first seed")
     g.add_argument("--format", default="lp", help="lp (default) or mps")
     g.add_argument("--out", type=Path, required=True)
 
@@ -272,7 +346,7 @@ def _evolve_arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument("--mu", type=count("--mu"), default=2, help="parents kept per family")
     e.add_argument("--lam", type=count("--lam"), default=2, help="children per generation")
     e.add_argument("--ensemble-size", type=count("--ensemble-size"), default=6)
-    e.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    e.add_argument("--seed", type=SEED, default=0)
     e.add_argument("--out", type=Path, required=True, help="ensemble JSON")
 
 
@@ -314,7 +388,7 @@ def _oracle_arguments(o: argparse.ArgumentParser) -> None:
     o.add_argument("--ensemble", type=Path, required=True)
     o.add_argument("--time-limit", type=seconds("--time-limit"), default=6.0)
     o.add_argument("--states", type=count("--states"), default=15, help="states per instance")
-    o.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    o.add_argument("--seed", type=SEED, default=0)
     o.add_argument("--out", type=Path, required=True, help="JSONL records")
 
 
@@ -336,7 +410,7 @@ def _oracle(args: argparse.Namespace) -> int:
 def _train_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--data", type=Path, required=True, help="JSONL from pall oracle")
     t.add_argument("--ensemble", type=Path, required=True)
-    t.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    t.add_argument("--seed", type=SEED, default=0)
     t.add_argument("--out", type=Path, required=True, help="selector JSON")
 
 
@@ -386,7 +460,7 @@ def _train_lm_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--model", default=None, help="HF causal LM folder to fine-tune (default: "
                    "the toy world's tiny Llama from its random init)")  # fmt: skip
     t.add_argument("--steps", type=count("--steps"), default=None, help="training steps")
-    t.add_argument("--seed", type=count("--seed", minimum=0), default=0)
+    t.add_argument("--seed", type=SEED, default=0)
     t.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     t.add_argument("--out", type=Path, required=True, help="folder for the fine-tuned model")
 
@@ -403,16 +477,29 @@ def _train_lm(args: argparse.Namespace) -> int:
     from pall_lns.lm import RECIPE, train_lm
     from pall_lns.oracle import load_records
     from paperstack.contract import check_device, check_model
+    from paperstack.records import prepare_out_dir
 
     if args.out.exists() and not args.out.is_dir():
         raise PallError(f"--out {args.out}: exists and is not a directory")
     device = check_device(args.device)
     model = check_model(args.model)
     ops, _ = load_ensemble(args.ensemble)
+    records = load_records(args.data)
     recipe = RECIPE if args.steps is None else dataclasses.replace(RECIPE, steps=args.steps)
     recipe = dataclasses.replace(recipe, seed=args.seed)
-    path = train_lm(load_records(args.data), len(ops), recipe, base=model, out=args.out,
-                    device=device, log=_log)  # fmt: skip
+    # --out checked through the core before fine-tuning (a read-only place or a full disk was
+    # met only when the trained model was moved there); the folder made here is removed again
+    # if training fails, and replaced by the trained model if it succeeds
+    created = not args.out.exists()
+    prepare_out_dir(args.out)
+    try:
+        path = train_lm(records, len(ops), recipe, base=model, out=args.out, device=device,
+                        log=_log)  # fmt: skip
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                args.out.rmdir()  # only when still empty
+        raise
     print(f"{PROG}: wrote {path}")
     return 0
 

@@ -19,6 +19,7 @@ before it becomes the incumbent, so the solver never returns an unchecked soluti
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -37,7 +38,23 @@ from pall_lns.selectors import Selector, UCBSelector, alns_reward
 from pall_lns.submip import SubMipSolver
 from paperstack.records import JsonlWriter
 
-__all__ = ["LnsConfig", "LnsResult", "Progress", "oracle_reward", "run_lns"]
+__all__ = ["LnsConfig", "LnsResult", "Progress", "oracle_reward", "request_stop", "run_lns"]
+
+#: Set by :func:`request_stop`; read by :func:`run_lns` after every SCIP solve.
+_STOP = threading.Event()
+
+
+def request_stop() -> None:
+    """Ask the running :func:`run_lns` to stop after the current solve, as Ctrl-C does, and
+    return its best checked solution (``interrupted=True``). Safe to call from a signal
+    handler or another thread.
+
+    Why it exists beside SCIP's own Ctrl-C: the initial SCIP run hands over to the LNS with
+    ``interruptSolve()`` once its incumbent is good, and that hand-over and a user's interrupt
+    end the solve with the same status, so a SIGINT that lands in that callback (where
+    ``pall solve`` re-raises SIGTERM) was read as the hand-over and the search went on to its
+    time limit. This flag is the record that survives the race."""
+    _STOP.set()
 
 
 @dataclass(frozen=True)
@@ -318,10 +335,12 @@ def run_lns(
     """Run PALL-style LNS on the model at ``path`` for ``cfg.time_limit`` wall seconds.
 
     ``t0`` (a ``time.perf_counter()`` value) lets a caller start the clock before reading the
-    file, so every method is charged the same. Ctrl-C (in or out of SCIP) stops the loop and the
-    best checked solution is returned with ``interrupted=True``.
+    file, so every method is charged the same. Ctrl-C (in or out of SCIP) or
+    :func:`request_stop` stops the loop and the best checked solution is returned with
+    ``interrupted=True``.
     """
     t0 = time.perf_counter() if t0 is None else t0
+    _STOP.clear()
     asel: AsyncSelector | None = None
     startup_s = 0.0
     bandit_fallback = UCBSelector(len(ops), seed=cfg.seed)
@@ -349,16 +368,17 @@ def run_lns(
         if asel is not None:
             asel.submit(s.context())  # the first choice is made during the initial SCIP run
         s.start()
-        interrupted = s.solver.interrupted
-        if s.x is None:
+        interrupted = s.solver.interrupted or _STOP.is_set()
+        if s.x is not None:
+            if on_improve:
+                on_improve(Progress(s.now(), s.inst.sense * s.f, 0, "scip-initial"))
+            if writer:
+                writer.write({"event": "initial", "t": s.now(), "obj": s.inst.sense * s.f})
+        elif not interrupted:  # interrupted first: the caller says so, not "no solution"
             raise PallError(
                 f"{s.inst.name}: no feasible solution found in "
                 f"{cfg.time_limit:g}s (SCIP found none)"
             )
-        if on_improve:
-            on_improve(Progress(s.now(), s.inst.sense * s.f, 0, "scip-initial"))
-        if writer:
-            writer.write({"event": "initial", "t": s.now(), "obj": s.inst.sense * s.f})
         loop_start = init_end = s.now()
         while not interrupted and s.now() < cfg.time_limit - 0.02:
             it_start = s.now()
@@ -401,7 +421,7 @@ def run_lns(
             tau = max(tau, s.solver.last_limit)  # the limit this sub-MIP got
             tp = time.perf_counter()
             submip_s += res.solve_s
-            interrupted = s.solver.interrupted
+            interrupted = s.solver.interrupted or _STOP.is_set()
             r_b, improved = s.apply(op, res, seconds, tau)
             (asel if asel is not None else selector).update(ctx, op, r_b)
             if improved and on_improve:
@@ -494,7 +514,8 @@ def run_lns(
             {
                 "event": "final",
                 "t": result.wall_s,
-                "obj": result.objective,
+                # None before any incumbent (interrupted during SCIP's first run): JSON has no inf
+                "obj": result.objective if result.x is not None else None,
                 "iterations": result.iterations,
                 "overhead": result.overhead,
                 "interrupted": interrupted,

@@ -15,7 +15,9 @@ Heavy imports stay inside the commands so that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,22 @@ EQUAL_CORRECTNESS = 0.15
 #: the premise: the rule judge's verdicts agree with the known labels on more than this share
 PREMISE_ACCURACY = 0.8
 PLUMBING = "tiny-model (plumbing)"
+#: The proxies the demo draws a figure of (``OUT/<metric>.png``).
+FIGURE_METRICS = ("verbosity", "calc_share", "tier", "label_diversity", "adaptivity")
+
+
+def remove_stale_temporaries(out: Path, names: Sequence[str]) -> list[Path]:
+    """Remove ``out/.<name>.*.tmp``, the temporaries :func:`paperstack.records.atomic_write`
+    leaves of ``name`` when a run is killed outright (SIGKILL, a power cut: no handler runs;
+    Ctrl-C and SIGTERM remove their own). Only the names this command writes are touched, so
+    a user's files, and other tools' temporaries, in the same folder stay. Returns what went."""
+    removed = []
+    for name in names:
+        for stale in out.glob(f".{glob.escape(name)}.*.tmp"):
+            if stale.is_file() and not stale.is_symlink():
+                stale.unlink(missing_ok=True)
+                removed.append(stale)
+    return removed
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,6 +90,9 @@ def demo(run: Run) -> Report:
     from proofrank.problems import load_problems, shipped_problems
     from proofrank.provers import scripted_provers
 
+    remove_stale_temporaries(
+        run.out, ["results.json", "report.md", *(f"{m}.png" for m in FIGURE_METRICS)]
+    )
     if run.args.problems is not None:
         problems = load_problems(run.args.problems)
         source = str(run.args.problems)
@@ -178,7 +199,7 @@ def demo(run: Run) -> Report:
     }
     figures = [
         bar_chart(rows, metric, run.out / f"{metric}.png", split="test")
-        for metric in ("verbosity", "calc_share", "tier", "label_diversity", "adaptivity")
+        for metric in FIGURE_METRICS
     ]
     failures = {name: len(r.failures) for name, r in runs.items()}
     intro = (
@@ -267,7 +288,7 @@ def _score_arguments(p: argparse.ArgumentParser) -> None:
 def score(args: argparse.Namespace) -> int:
     """Every proof of ``--proofs`` judged and scored: one JSON line per proof in
     ``OUT/scores.jsonl`` (judge failures recorded there and counted, never scored)."""
-    from paperstack.records import atomic_write, iter_user_jsonl
+    from paperstack.records import atomic_write, iter_user_jsonl, prepare_out_dir
     from proofrank.errors import ProofRankError
     from proofrank.judges import JudgeRequest, RuleJudge
     from proofrank.problems import load_problems, shipped_problems
@@ -288,6 +309,8 @@ def score(args: argparse.Namespace) -> int:
         requests.append(JudgeRequest(problems.get(pid), proof, technique))
     if not requests:
         raise ProofRankError(f"{args.proofs}: no proofs (empty file)")
+    out = prepare_out_dir(args.out)  # a file, a read-only place, a full disk: one line
+    remove_stale_temporaries(out, ["scores.jsonl"])
     judge = RuleJudge()
     lines = []
     failures = 0
@@ -302,12 +325,9 @@ def score(args: argparse.Namespace) -> int:
             "uses_technique": a.uses_technique,
             "failures": [f.to_json() for f in a.failures],
         }))  # fmt: skip
-    if args.out.exists() and not args.out.is_dir():
-        raise ProofRankError(f"--out {args.out}: is a file, not a folder")
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write(args.out / "scores.jsonl", "\n".join(lines) + "\n")
+    atomic_write(out / "scores.jsonl", "\n".join(lines) + "\n")
     correct = sum(1 for ln in lines if json.loads(ln)["correct"])
-    print(f"{len(lines)} proofs: {correct} correct, {failures} judge failures -> {args.out}")
+    print(f"{len(lines)} proofs: {correct} correct, {failures} judge failures -> {out}")
     return 0
 
 
@@ -347,7 +367,7 @@ def leaderboard(args: argparse.Namespace) -> int:
     correlations, judge failures) and ``OUT/cost_card.json`` (every model's calls and the
     server's token counts)."""
     from paperstack.llm import CostLedger, OpenAIChat, Recorder
-    from paperstack.records import atomic_write_json
+    from paperstack.records import atomic_write_json, prepare_out_dir
     from proofrank.errors import ProofRankError
     from proofrank.judges import Judge, LLMJudge, RuleJudge
     from proofrank.leaderboard import METRICS, evaluate, pairwise, proxy_correctness_correlation
@@ -356,11 +376,10 @@ def leaderboard(args: argparse.Namespace) -> int:
     problems = load_problems(args.problems) if args.problems else shipped_problems().split("test")
     if args.limit:
         problems = problems.subset(problems.ids[: args.limit])
-    if args.out.exists() and not args.out.is_dir():
-        raise ProofRankError(f"--out {args.out}: is a file, not a folder")
     if len(set(args.prover)) != len(args.prover):
         raise ProofRankError(f"--prover: a model is named twice ({args.prover})")
-    args.out.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(args.out)  # a file, a read-only place, a full disk: one line, now
+    remove_stale_temporaries(args.out, ["leaderboard.json", "cost_card.json"])
     ledger = CostLedger()
 
     def client(model: str) -> OpenAIChat:

@@ -113,7 +113,7 @@ def unlearn_command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise PaperstackError(f"--out {out}: exists and is not a directory")
-    from ra2_unlearn.trainer import load_model, unlearn
+    from ra2_unlearn.trainer import load_model, save_model, unlearn
 
     model, tok = load_model(name, device)
     result = unlearn(
@@ -130,9 +130,14 @@ def unlearn_command(args: argparse.Namespace) -> int:
         device=device,
         progress=not args.no_progress,
     )
-    out = prepare_out_dir(out)
-    result.model.save_pretrained(out)  # type: ignore[operator]
-    tok.save_pretrained(out)
+    created = not out.exists()
+    out = prepare_out_dir(out)  # one line for an unusable --out before the save
+    try:
+        save_model(result.model, tok, out)  # nothing half-written on a full disk or a kill
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # the folder prepare_out_dir made for this run
+        raise
     print(f"ra2: unlearned with {args.method} in {result.seconds:.1f}s; saved to {out}")
     return 0
 

@@ -271,10 +271,17 @@ def load_mc_jsonl(path: str | os.PathLike[str], task: str = "mc") -> list[Exampl
     letter as the answer, the form :func:`encode` and the MC evaluation read.
     """
     p = Path(path)
+    if p.is_dir():
+        raise UnlearnError(f"{p}: is a directory; name a JSONL file")
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UnlearnError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise UnlearnError(
+            f"{p}: not UTF-8 text (byte {exc.start}; a binary file?); expected question/"
+            "choices/answer JSONL"
+        ) from None
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -282,7 +289,8 @@ def load_mc_jsonl(path: str | os.PathLike[str], task: str = "mc") -> list[Exampl
         try:
             obj = json.loads(line)
             question, choices, answer = obj["question"], list(obj["choices"]), obj["answer"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            # ValueError: bad JSON, or an integer beyond Python's 4300-digit limit
             raise UnlearnError(
                 f"{p}:{n}: not a question/choices/answer object ({type(exc).__name__}: {exc})"
             ) from None
@@ -318,8 +326,8 @@ def load_text_corpus(
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise UnlearnError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise UnlearnError(f"{p}: not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        raise UnlearnError(f"{p}: not UTF-8 text (byte {exc.start}; a binary file?)") from None
     passages: list[tuple[str, dict[str, Any]]] = []
     if p.suffix == ".jsonl":
         for n, line in enumerate(text.splitlines(), 1):
@@ -328,7 +336,7 @@ def load_text_corpus(
             try:
                 obj = json.loads(line)
                 body = obj[field]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 raise UnlearnError(
                     f"{p}:{n}: not an object with a {field!r} field ({type(exc).__name__})"
                 ) from None

@@ -12,8 +12,13 @@ the same steps, batch and optimiser (the "same harness and budget").
 from __future__ import annotations
 
 import copy
+import glob
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -475,3 +480,80 @@ def load_model(name_or_path: str, device: str = "cpu") -> tuple[PreTrainedModel,
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return model, tok
+
+
+#: Suffix of the temporary folder :func:`save_model` writes into (beside the destination).
+_SAVING = ".saving"
+
+
+def save_model(model: Any, tokenizer: Any, out: str | os.PathLike[str]) -> Path:
+    """Save ``model`` and ``tokenizer`` (``save_pretrained``) as the folder ``out``, so that a
+    failure leaves nothing half-written there.
+
+    ``save_pretrained`` writes ``config.json``, the weights and the tokenizer files straight
+    into its folder; a full disk (or a kill) in between left a 0-byte ``config.json`` that the
+    next ``from_pretrained`` trips over (issue #46). Here everything is written into a
+    temporary folder beside ``out`` (the same file system), each file fsynced, and moved into
+    place only when all are complete: a missing or empty ``out`` is replaced by one rename of
+    the folder; an ``out`` that already holds files gets each saved file by ``os.replace``
+    (the user's other files stay). A failure, Ctrl-C or SIGTERM removes the temporary folder
+    and leaves ``out`` as it was; temporaries of killed runs (``.<name>.<pid>.*.saving`` whose
+    process is gone) are removed by the next save to the same place.
+    """
+    out = Path(out)
+    parent = out.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_saves(parent, out.name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=_SAVING, dir=parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for item in tmp.rglob("*"):
+            if item.is_file():
+                with open(item, "rb") as fh:
+                    os.fsync(fh.fileno())
+        if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+            out.rmdir()
+        if not out.exists():
+            os.rename(tmp, out)
+        else:
+            for item in sorted(tmp.iterdir()):
+                dest = out / item.name
+                if dest.is_dir() and not dest.is_symlink():
+                    shutil.rmtree(dest)
+                os.replace(item, dest)
+            tmp.rmdir()
+        _fsync_dir(parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _remove_stale_saves(parent: Path, name: str) -> None:
+    """Remove ``parent/.<name>.<pid>.*.saving`` folders whose process no longer runs (a save
+    killed with SIGKILL, which no handler sees); a live run's folder is left alone."""
+    for stale in parent.glob(f".{glob.escape(name)}.*{_SAVING}"):
+        pid_text = stale.name[len(name) + 2 :].split(".", 1)[0]
+        if not pid_text.isdigit() or not stale.is_dir():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(stale, ignore_errors=True)
+        except OSError:  # PermissionError: another user's live process
+            continue
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the renames in ``directory`` durable (where the platform allows a directory fsync)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
