@@ -27,20 +27,29 @@ MICRO = replace(
         max_positions=33000,
     ),
     task=RetrievalTask(
-        prompt_length=64, pairs=8, queries=8, num_keys=10, num_values=4, num_fillers=4
+        prompt_length=64,
+        pairs=8,
+        queries=2,
+        num_keys=10,
+        num_values=4,
+        num_fillers=4,
+        in_block=True,
     ),
     phases=(Phase(3, 64, 4),),
     eval_lengths=(64,),
     claim_length=64,
     sequences=3,
     timing_lengths=(512, 32768),
-    timing_shape=BlockShape(query_heads=2, kv_heads=1, head_dim=16, block_size=4, steps=4),
+    timing_shape=BlockShape(query_heads=2, kv_heads=1, head_dim=16, block_size=4, window=8, hot=16),
     repeats=2,
     sinks=1,
     window=2,
+    validation_seeds=(100,),
 )
+PREMISES = ("premise_exact_solves_retrieval", "premise_topk_mass_recall_ge_0_9",
+            "premise_random_k_fails")  # fmt: skip
 CLAIMS = {
-    "premise_exact_solves_retrieval",
+    *PREMISES,
     "mage_matches_exact",
     "mage_recall_ge_0_95",
     "mage_beats_quest_recall",
@@ -72,8 +81,11 @@ def test_demo_writes_every_claim_from_its_rows(micro_results):
     assert {c.id for c in results.claims} == CLAIMS
     by_id = {c.id: c for c in results.claims}
     for claim in results.claims:
-        if claim.id != "premise_exact_solves_retrieval":
-            assert claim.requires == ("premise_exact_solves_retrieval",)
+        if claim.id not in PREMISES:
+            assert claim.requires == PREMISES
+        else:
+            assert claim.rhs == pytest.approx(claim.rhs)
+            assert "val:" in str(claim.lhs)
         again = Claim.compare(
             claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin,
             requires=[by_id[p] for p in claim.requires],
@@ -85,7 +97,12 @@ def test_demo_writes_every_claim_from_its_rows(micro_results):
     recall = results.row("quest", "mass_recall", "L=64,t=2")
     assert recall.seeds is not None
     assert sorted(recall.seeds) == ["0", "1"]
-    assert results.row("mage", "speedup_vs_exact", "L=32768").items is not None
+    speed = results.row("mage", "speedup_vs_exact", "L=32768,T=8")
+    assert speed.ci95 is not None
+    assert speed.n == MICRO.repeats
+    assert results.row("quest", "matches_exact", "L=32768,T=8").value == 1.0  # planted cache
+    assert results.row("mage", "model_speedup_vs_quest", "L=32768,T=8").value > 0
+    assert results.row("exact", "topk_mass_recall", "val:L=64").seeds is not None
     assert (micro_results / "report.md").read_text().startswith("# mage-attention")
 
 
@@ -93,8 +110,7 @@ def test_tampered_rows_are_caught(micro_results, tmp_path):
     data = json.loads((micro_results / "results.json").read_text())
     for row in data["rows"]:
         if row["system"] == "mage" and row["metric"] == "speedup_vs_exact":
-            row["items"] = {key: 1e6 + i for i, key in enumerate(row["items"])}
-            row["value"] = 1e6
+            row["value"], row["ci95"] = 1e6, [1e6 - 1, 1e6 + 1]
     (tmp_path / "results.json").write_text(json.dumps(data))
     with pytest.raises(ResultsFormatError):
         load_results(tmp_path / "results.json")
@@ -125,21 +141,43 @@ def test_train_then_demo_on_the_saved_checkpoint(micro, tmp_path):
     assert {c.id for c in load_results(out / "results.json").claims} == CLAIMS
 
 
-def test_bench_writes_paired_ratios(tmp_path):
-    assert main(["bench", "--quick", "--lengths", "1024,2048", "--out", str(tmp_path)]) == 0
+def test_bench_reports_mage_vs_exact_and_quest_with_the_cost_model(tmp_path):
+    args = ["bench", "--quick", "--lengths", "1024", "--steps", "2,8", "--out", str(tmp_path)]
+    assert main(args) == 0
     results = load_results(tmp_path / "bench.json")
-    row = results.row("mage", "speedup_vs_exact", "L=2048")
-    assert row.items is not None
-    assert len(row.items) == 2
+    for steps in (2, 8):
+        split = f"L=1024,T={steps}"
+        speed = results.row("mage", "speedup_vs_exact", split)
+        assert speed.n == 6
+        assert speed.ci95 is not None
+        assert speed.ci95[0] <= speed.value <= speed.ci95[1]
+        assert results.row("mage", "speedup_vs_quest", split).ci95 is not None
+        # the analytic model beside it: T(L+B) / ((L+B) + (T-1)(k+B)), k = 512, B = 8
+        model = results.row("mage", "model_speedup_vs_exact", split).value
+        assert model == pytest.approx(steps * 1032 / (1032 + (steps - 1) * 520))
+        for system in ("mage", "quest"):  # the planted cache: the sparse outputs are exact's
+            assert results.row(system, "matches_exact", split).value == 1.0
+    by_id = {c.id: c for c in results.claims}
+    assert by_id["mage_L=1024,T=8_matches_exact"].verdict == "held"
+    assert by_id["mage_vs_exact_1k_t8"].rhs == 6.82
+    assert by_id["mage_vs_quest_1k_t8"].rhs == 3.35
+
+
+def test_bench_writes_what_finished_when_its_time_budget_ends(tmp_path):
+    args = ["bench", "--quick", "--lengths", "1024,2048", "--steps", "2", "--time-budget",
+            "0.001", "--out", str(tmp_path)]  # fmt: skip
+    assert main(args) == 0
+    results = load_results(tmp_path / "bench.json")
+    assert results.manifest.config["measured"] == ["L=1024,T=2"]
 
 
 def test_bench_length_too_short_for_its_budget_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["bench", "--quick", "--lengths", "8", "--out", str(tmp_path / "b")])
+        main(["bench", "--quick", "--lengths", "256", "--out", str(tmp_path / "b")])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "budget: k=1 is smaller than sinks" in err
+    assert "k=512 is larger than the prefix (256 tokens)" in err
 
 
 @pytest.mark.slow

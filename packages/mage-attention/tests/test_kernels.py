@@ -6,17 +6,31 @@ import torch
 pytest.importorskip("triton")
 
 from mage_attention.attention import block_attention, gather_rows
-from mage_attention.kernels import gathered_attention_triton
+from mage_attention.kernels import gathered_attention_triton, plan_splits
 
 
 @pytest.mark.parametrize(("hq", "hkv", "blk", "n"), [(8, 4, 8, 20), (4, 1, 4, 37), (6, 2, 3, 5)])
-def test_kernel_equals_the_reference_on_a_gathered_buffer(hq, hkv, blk, n):
+@pytest.mark.parametrize("splits", [1, 3, None])
+def test_kernel_equals_the_reference_on_a_gathered_buffer(hq, hkv, blk, n, splits):
+    """One split is 0.2's one-program-per-group kernel; several are reduced (flash decoding),
+    including a chunk boundary inside the block's own keys (n = 37: keys 32..40 of 41)."""
     q = torch.randn(2, hq, blk, 16)
     ks, vs = torch.randn(2, hkv, n, 16), torch.randn(2, hkv, n, 16)
     kb, vb = torch.randn(2, hkv, blk, 16), torch.randn(2, hkv, blk, 16)
     ref, _ = block_attention(q, ks, vs, kb, vb, 0.3)
-    out = gathered_attention_triton(q, ks, vs, kb, vb, 0.3, block_n=16)
+    out = gathered_attention_triton(q, ks, vs, kb, vb, 0.3, block_n=16, splits=splits)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_the_grid_fills_an_h100_at_batch_one():
+    """MAGE's step at k = 512, B = 8 with 8 KV heads at batch 1: 0.2 launched 8 programs on
+    132 SMs; the split grid launches at least one per SM, every chunk whole tiles, none empty."""
+    splits, chunk = plan_splits(groups=8, keys=520, block_n=32, sms=132)
+    assert 8 * splits >= 132
+    assert chunk % 32 == 0
+    assert (splits - 1) * chunk < 520 <= splits * chunk
+    assert plan_splits(groups=64, keys=520, block_n=32, sms=132)[0] == 5  # batch 8: fewer
+    assert plan_splits(groups=8, keys=20, block_n=32, sms=132) == (1, 32)  # one tile: one split
 
 
 def test_kernel_gathers_from_the_cache_by_index():
@@ -58,14 +72,16 @@ def test_compiled_kernel_equals_the_reference_on_cuda(dtype):
     for out in (
         gathered_attention_triton(q, gather_rows(k, idx), gather_rows(v, idx), kb, vb, 128**-0.5),
         gathered_attention_triton(q, k, v, kb, vb, 128**-0.5, idx=idx),
+        gathered_attention_triton(q, k, v, kb, vb, 128**-0.5, idx=idx, splits=1),
     ):
         torch.testing.assert_close(out.float(), ref.float(), atol=tol, rtol=tol)
 
 
 @pytest.mark.gpu
-def test_cuda_block_timing_runs_with_the_kernel():
-    from mage_attention.timing import BlockShape, time_block
+def test_cuda_block_bench_runs_the_kernel_and_matches_exact():
+    from mage_attention.timing import BlockShape, bench_block
 
-    times = time_block([32768], 2, BlockShape(), device="cuda")
-    assert set(times) >= {"exact", "mage", "quest"}
-    assert all(len(t[32768]) == 2 for t in times.values())
+    cmp = bench_block(BlockShape(), 32768, 8, 512, repeats=3, device="cuda", triton=True)
+    assert set(cmp.times) == {"exact", "mage", "quest", "mage-triton"}
+    for system in ("mage", "quest", "mage-triton"):  # the planted cache: exact's output
+        assert cmp.matches(system), (system, cmp.diff[system])

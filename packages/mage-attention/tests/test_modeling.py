@@ -82,11 +82,72 @@ def test_mage_with_the_whole_prefix_decodes_what_exact_decodes(model):
     assert mage.probe.mean_recall(range(2, 5)) > 0.5
 
 
-def test_prompt_and_answer_lengths_must_be_whole_blocks(model):
-    with pytest.raises(MageError, match="does not divide the prompt length 10"):
-        generate(model, torch.randint(4, 40, (1, 10)), 4, make_policy("exact", Budget(4, 0, 0)))
-    with pytest.raises(MageError, match="does not divide the answer length 6"):
-        generate(model, torch.randint(4, 40, (1, 8)), 6, make_policy("exact", Budget(4, 0, 0)))
+@torch.no_grad()
+def reference_decode(model, prompt, answer_length, threshold=None):
+    """Block diffusion decoding without a cache: every step runs the whole sequence so far
+    under the block-causal mask (SDAR's generator with the prompt tail in the first block)."""
+    from mage_attention.decoding import _commit, _commit_counts
+
+    block, mask_id = model.config.block_size, model.config.mask_token_id
+    shift = bool(getattr(model.config, "token_shift", False))
+    length = prompt.shape[1]
+    total = -(-(length + answer_length) // block) * block
+    x = torch.full((prompt.shape[0], total), mask_id)
+    x[:, :length] = prompt
+    for start in range(length // block * block, total, block):
+        end = start + block
+        masked_count = int((x[0, start:end] == mask_id).sum())
+        for count in _commit_counts(masked_count, block):
+            masked = x[:, start:end] == mask_id
+            if not masked.any():
+                break
+            logits = model(input_ids=x[:, :end], attention_mask=block_causal_mask(end, block),
+                           use_cache=False).logits.float()  # fmt: skip
+            logits = logits[:, start - 1 : end - 1] if shift else logits[:, start:end]
+            logits[..., mask_id] = float("-inf")
+            conf, pred = torch.softmax(logits, -1).max(-1)
+            conf = conf.masked_fill(~masked, float("-inf"))
+            pick = _commit(conf, masked, count, threshold)
+            x[:, start:end] = torch.where(pick, pred, x[:, start:end])
+    return x[:, length : length + answer_length]
+
+
+@pytest.mark.parametrize(("length", "answer"), [(10, 6), (16, 8), (3, 5)])
+@pytest.mark.parametrize("threshold", [None, 0.05])
+def test_partial_block_prompts_decode_as_the_uncached_reference(model, length, answer, threshold):
+    """Prompts and answers of any length (SDAR's generator): the prompt's whole blocks are
+    prefilled, its tail opens the first block; the cached decoder equals the uncached one."""
+    prompt = torch.randint(4, 40, (2, length))
+    got = generate(model, prompt, answer, make_policy("exact", Budget(2, 0, 0)),
+                   threshold=threshold).tokens  # fmt: skip
+    assert got.shape == (2, answer)
+    assert not (got == MASK).any()
+    assert torch.equal(got, reference_decode(model, prompt, answer, threshold))
+
+
+def test_threshold_commitment_follows_sdar_dynamic_rule():
+    from mage_attention.decoding import _commit
+
+    inf = float("-inf")
+    conf = torch.tensor([[0.90, 0.50, 0.95, inf, 0.30]])
+    masked = conf > inf
+    # two above 0.85 and the step's count is 1: both commit
+    assert _commit(conf, masked, 1, 0.85).tolist() == [[True, False, True, False, False]]
+    # the step's count is 3, only two above: the 3 most confident commit instead
+    assert _commit(conf, masked, 3, 0.85).tolist() == [[True, True, True, False, False]]
+    # fixed count: the top 2, never an unmasked position
+    assert _commit(conf, masked, 2, None).tolist() == [[True, False, True, False, False]]
+
+
+def test_a_low_threshold_finishes_a_block_in_one_step(model):
+    prompt = torch.randint(4, 40, (2, 16))
+    res = generate(model, prompt, 8, make_policy("exact", Budget(8, 2, 2)), probe=True,
+                   threshold=0.0)  # fmt: skip
+    assert res.probe is not None
+    assert not res.probe.overlap  # no step 2 ever ran
+    fixed = generate(model, prompt, 8, make_policy("exact", Budget(8, 2, 2)), probe=True)
+    assert fixed.probe is not None
+    assert set(fixed.probe.overlap) == {2, 3, 4}
 
 
 def test_k_larger_than_the_prompt_is_refused_before_decoding(model):

@@ -27,6 +27,7 @@ _EXPORTS = {
     "ModelSpec": "mage_attention.modeling",
     "build_model": "mage_attention.modeling",
     "load_model": "mage_attention.modeling",
+    "load_tokenizer": "mage_attention.modeling",
     "RetrievalTask": "mage_attention.task",
     "MageError": "mage_attention.errors",
 }

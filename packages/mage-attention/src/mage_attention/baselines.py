@@ -20,7 +20,16 @@ import torch
 from mage_attention.attention import Budget, Policy, Selection, gathered, select_top_k
 from mage_attention.errors import MageError
 
-__all__ = ["POLICIES", "Exact", "Quest", "RandomK", "SparseD", "make_policy"]
+__all__ = [
+    "POLICIES",
+    "Exact",
+    "Quest",
+    "RandomK",
+    "SparseD",
+    "make_policy",
+    "quest_page_bounds",
+    "quest_page_scores",
+]
 
 
 class Exact(Policy):
@@ -51,13 +60,7 @@ class Quest(Policy):
         length = k_pre.shape[2]
         known = self._bounds.get(layer)
         if known is None or known[0] != length:  # the prefix grew by a committed block
-            pages = -(-length // self.page)
-            pad = pages * self.page - length
-            k = k_pre.float()
-            hi = torch.nn.functional.pad(k, (0, 0, 0, pad), value=float("-inf"))
-            lo = torch.nn.functional.pad(k, (0, 0, 0, pad), value=float("inf"))
-            shape = (*k.shape[:2], pages, self.page, k.shape[-1])
-            known = (length, hi.view(shape).amax(3), lo.view(shape).amin(3))
+            known = (length, *quest_page_bounds(k_pre, self.page))
             self._bounds[layer] = known
         return known[1], known[2]
 
@@ -67,11 +70,32 @@ class Quest(Policy):
         length = k_pre.shape[2]
         self.budget.check(length)
         kmax, kmin = self._page_bounds(layer, k_pre)
-        b, _hq, _t, d = q.shape
-        qg = q.float().reshape(b, kmax.shape[1], -1, d)  # the group's heads and block queries
-        bound = qg.clamp(min=0) @ kmax.transpose(-1, -2) + qg.clamp(max=0) @ kmin.transpose(-1, -2)
-        scores = _page_scores(bound.sum(2), length, self.page)
+        scores = quest_page_scores(q, kmax, kmin, length, self.page)
         return gathered(select_top_k(scores, self.budget), k_pre, v_pre)
+
+
+def quest_page_bounds(k_pre: torch.Tensor, page: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quest's page metadata: per ``page``-token page the elementwise max and min key,
+    ``[b, H_kv, pages, d]`` each (the last page padded so it bounds only real keys)."""
+    length = k_pre.shape[2]
+    pages = -(-length // page)
+    pad = pages * page - length
+    k = k_pre
+    hi = torch.nn.functional.pad(k, (0, 0, 0, pad), value=float("-inf"))
+    lo = torch.nn.functional.pad(k, (0, 0, 0, pad), value=float("inf"))
+    shape = (*k.shape[:2], pages, page, k.shape[-1])
+    return hi.view(shape).amax(3), lo.view(shape).amin(3)  # in the cache's dtype, as Quest
+
+
+def quest_page_scores(
+    q: torch.Tensor, kmax: torch.Tensor, kmin: torch.Tensor, length: int, page: int
+) -> torch.Tensor:
+    """``[b, H_kv, length]``: each token gets its page's upper bound ``u_p`` (module doc),
+    summed over the block's queries and the KV head's query group."""
+    b, _hq, _t, d = q.shape
+    qg = q.to(kmax.dtype).reshape(b, kmax.shape[1], -1, d)  # the group's heads, block queries
+    bound = qg.clamp(min=0) @ kmax.transpose(-1, -2) + qg.clamp(max=0) @ kmin.transpose(-1, -2)
+    return _page_scores(bound.float().sum(2), length, page)
 
 
 class SparseD(Policy):

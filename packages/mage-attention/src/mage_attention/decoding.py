@@ -1,13 +1,16 @@
 """KV-cached block-by-block decoding with confidence-based commitment (SDAR / Fast-dLLM style).
 
-For a prompt of ``L`` tokens (a multiple of the block size ``B``) and ``A`` answer tokens:
+For a prompt of ``L`` tokens and ``A`` answer tokens:
 
-1. Prefill: the prompt runs once under the block-causal mask; its keys and values fill a
-   :class:`~mage_attention.modeling.BlockCache`.
-2. Per block: ``B`` [MASK] tokens, ``T`` denoising steps over the frozen cache. Each step runs
-   the block through the model (its queries attend over the prefix as the :class:`Policy`
-   says, and over the whole block), and commits the ``≈ B/T`` still-masked positions whose
-   predicted token is most confident (the model never predicts [MASK]).
+1. Prefill: the prompt's whole blocks (``⌊L/B⌋·B`` tokens) run once under the block-causal
+   mask; their keys and values fill a :class:`~mage_attention.modeling.BlockCache`. A tail of
+   ``L mod B`` prompt tokens opens the first decoded block, as in SDAR's generator.
+2. Per block: ``B`` positions, [MASK] except the prompt tail, ``T`` denoising steps over the
+   frozen cache. Each step runs the block through the model (its queries attend over the
+   prefix as the :class:`Policy` says, and over the whole block), and commits still-masked
+   positions by confidence (the model never predicts [MASK]): a fixed count per step (the
+   masked positions spread over ``T`` steps), or SDAR's threshold rule (every position above
+   the threshold, at least the step's count).
 3. The committed block runs once more with the cache unfrozen, appending its keys and values;
    the next block starts after it.
 
@@ -30,10 +33,11 @@ from mage_attention.attention import (
     Selection,
     block_attention,
     mass_recall,
+    select_top_k,
     top_k_overlap,
 )
 from mage_attention.errors import MageError
-from mage_attention.modeling import BlockCache, block_causal_mask, check_block_size, forward_kwargs
+from mage_attention.modeling import BlockCache, block_causal_mask, forward_kwargs
 
 __all__ = ["DecodeResult", "Probe", "SparseAttentionState", "generate", "sparse_step"]
 
@@ -45,6 +49,9 @@ class Probe:
 
     recall: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     overlap: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    #: the mass recall of the step's own exact top-k (sinks and window included): the best any
+    #: subset of the budget keeps, i.e. how concentrated the exact attention is
+    oracle: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     _first: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
     def mean_recall(self, steps: range | None = None) -> float:
@@ -52,6 +59,9 @@ class Probe:
 
     def mean_overlap(self, steps: range | None = None) -> float:
         return _mean(self.overlap, steps)
+
+    def mean_oracle(self, steps: range | None = None) -> float:
+        return _mean(self.oracle, steps)
 
 
 def _mean(per_step: dict[int, list[float]], steps: range | None) -> float:
@@ -123,6 +133,10 @@ class SparseAttentionState:
         scaling: float | None,
     ) -> torch.Tensor:
         s = q.shape[-1] ** -0.5 if scaling is None else float(scaling)
+        if self.cache.get_seq_length(layer) == 0:  # a prompt shorter than one block: no prefix
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k_blk, v_blk, scale=s, enable_gqa=True
+            )
         k_pre, v_pre = self.cache.prefix(layer)
         out, mass, chosen = sparse_step(
             self.policy, layer, self.step, q, k_pre, v_pre, k_blk, v_blk, s, self.backend
@@ -140,6 +154,9 @@ class SparseAttentionState:
         if idx is not None:
             self.probe.recall[t].append(float(mass_recall(mass, idx).mean()))
         top = mass.topk(min(self.policy.budget.k, mass.shape[-1]), dim=-1).indices
+        if self.policy.budget.k <= mass.shape[-1]:
+            best = select_top_k(mass, self.policy.budget)
+            self.probe.oracle[t].append(float(mass_recall(mass, best).mean()))
         key = (self.block, layer)
         if self.step == 0:
             self.probe._first[key] = top
@@ -155,10 +172,30 @@ class DecodeResult:
     probe: Probe | None
 
 
-def _commit_counts(block_size: int, steps: int) -> list[int]:
-    """How many tokens each of ``steps`` steps commits: ``B`` spread as evenly as possible."""
-    base, extra = divmod(block_size, steps)
+def _commit_counts(masked: int, steps: int) -> list[int]:
+    """How many tokens each of ``steps`` steps commits: the block's ``masked`` positions spread
+    as evenly as possible (SDAR spreads ``B``; with a prompt tail in the block that would ask
+    for more tokens than are masked)."""
+    base, extra = divmod(masked, steps)
     return [base + (1 if i < extra else 0) for i in range(steps)]
+
+
+def _commit(
+    conf: torch.Tensor, masked: torch.Tensor, count: int, threshold: float | None
+) -> torch.Tensor:
+    """Which positions ``[n, B]`` a step commits.
+
+    Fixed count: the ``count`` most confident masked positions. With ``threshold`` (SDAR's
+    ``low_confidence_dynamic``): every masked position whose confidence exceeds it, when there
+    are at least ``count`` of them, else the ``count`` most confident (a block never takes more
+    than ``T`` steps). ``conf`` is ``-inf`` outside ``masked``."""
+    count = max(count, 1)
+    rank = conf.argsort(dim=1, descending=True).argsort(dim=1)
+    top = (rank < count) & masked
+    if threshold is None:
+        return top
+    high = (conf > threshold) & masked
+    return torch.where(high.sum(1, keepdim=True) >= count, high, top)
 
 
 @torch.no_grad()
@@ -170,52 +207,93 @@ def generate(
     steps: int | None = None,
     probe: bool = False,
     backend: str = "torch",
+    threshold: float | None = None,
 ) -> DecodeResult:
-    """Decode ``answer_length`` tokens after ``prompt[n, L]`` block by block (module doc)."""
+    """Decode ``answer_length`` tokens after ``prompt[n, L]`` block by block (module doc).
+
+    A prompt that is not a multiple of the block size ``B`` is handled as SDAR's generator does:
+    the whole blocks are prefilled, and the first decoded block holds the prompt's tail (kept
+    as given) and [MASK] tokens after it. The last block is denoised whole; tokens past
+    ``L + answer_length`` are not returned. ``threshold``: confidence-threshold commitment
+    (:func:`_commit`; SDAR's default is 0.85) instead of a fixed count per step. A model whose
+    config has ``token_shift`` (Fast-dLLM v2) predicts position ``j`` from the logits of
+    ``j - 1``."""
     config = model.config
     block = int(getattr(config, "block_size", 0) or 0)
     mask_id = getattr(config, "mask_token_id", None)
     if mask_id is None:
         raise MageError("model config: no mask_token_id (not a block-diffusion model)")
-    check_block_size(prompt.shape[1], block, "prompt")
-    check_block_size(answer_length, block, "answer")
+    if block < 1:
+        raise MageError(f"model config: block_size must be >= 1, got {block}")
+    if answer_length < 1:
+        raise MageError(f"answer length: must be >= 1, got {answer_length}")
+    if prompt.ndim != 2 or prompt.shape[1] < 1:
+        raise MageError(f"prompt: needs shape [n, L] with L >= 1, got {tuple(prompt.shape)}")
     steps = block if steps is None else steps
     if not 1 <= steps <= block:
         raise MageError(f"steps: must be in 1..block size {block}, got {steps}")
-    if isinstance(policy.budget, Budget):
-        policy.budget.check(prompt.shape[1])
+    if threshold is not None and not 0.0 <= threshold < 1.0:
+        raise MageError(f"threshold: must be in [0, 1), got {threshold}")
     n, length = prompt.shape
+    prefill = length // block * block
+    if isinstance(policy.budget, Budget) and policy.name != "exact":
+        policy.budget.check(prefill)
+    shift = bool(getattr(config, "token_shift", False))
     device = next(model.parameters()).device
     prompt = prompt.to(device)
     cache = BlockCache()
     kw = forward_kwargs(model, cache)
     state = SparseAttentionState(cache, policy, Probe() if probe else None, backend)
-    model(
-        input_ids=prompt,
-        attention_mask=block_causal_mask(length, block, device),
-        use_cache=True,
-        **kw,
-    )
+    carry = None  # the last position's logits of the committed prefix (token shift)
+    if prefill:
+        carry = (
+            model(
+                input_ids=prompt[:, :prefill],
+                attention_mask=block_causal_mask(prefill, block, device),
+                use_cache=True,
+                logits_to_keep=1,
+                **kw,
+            )
+            .logits[:, -1:]
+            .float()
+        )
     out = []
-    for b in range(answer_length // block):
+    end = length + answer_length
+    start = prefill
+    for b in range((end - prefill + block - 1) // block):
         x = torch.full((n, block), int(mask_id), dtype=torch.long, device=device)
-        positions = torch.arange(length, length + block, device=device).expand(n, block)
+        tail = prompt[:, start:]
+        x[:, : tail.shape[1]] = tail  # the prompt's tail, in the first block only
+        positions = torch.arange(start, start + block, device=device).expand(n, block)
         policy.start_block(b)
         state.block = b
         cache.frozen, state.active = True, True
-        for t, count in enumerate(_commit_counts(block, steps)):
+        masked_count = int((x[0] == mask_id).sum())
+        for t, count in enumerate(_commit_counts(masked_count, steps)):
+            masked = x == mask_id
+            if not masked.any():
+                break
             state.step = t
             logits = model(
                 input_ids=x, position_ids=positions, use_cache=True, mage_state=state, **kw
             ).logits.float()
+            if shift:
+                first = logits[:, :1] if carry is None else carry
+                logits = torch.cat([first, logits[:, :-1]], dim=1)
             logits[..., int(mask_id)] = float("-inf")
             conf, pred = torch.softmax(logits, -1).max(-1)
-            masked = x == mask_id
             conf = conf.masked_fill(~masked, float("-inf"))
-            pick = conf.topk(count, dim=-1).indices
-            x.scatter_(1, pick, pred.gather(1, pick))
+            pick = _commit(conf, masked, count, threshold)
+            x = torch.where(pick, pred, x)
         cache.frozen, state.active = False, False
-        model(input_ids=x, position_ids=positions, use_cache=True, **kw)  # commit: append its KV
-        out.append(x)
-        length += block
-    return DecodeResult(torch.cat(out, dim=1).cpu(), state.probe)
+        carry = (
+            model(  # commit: append its KV
+                input_ids=x, position_ids=positions, use_cache=True, logits_to_keep=1, **kw
+            )
+            .logits[:, -1:]
+            .float()
+        )
+        out.append(x[:, max(0, length - start) :])
+        start += block
+    tokens = torch.cat(out, dim=1)[:, :answer_length]
+    return DecodeResult(tokens.cpu(), state.probe)

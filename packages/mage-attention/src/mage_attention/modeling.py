@@ -50,6 +50,7 @@ __all__ = [
     "check_block_size",
     "forward_kwargs",
     "load_model",
+    "load_tokenizer",
     "mage_attention_forward",
 ]
 
@@ -206,29 +207,80 @@ def load_model(
     block size in its config; ``mask_token_id``/``block_size`` here override or supply them.
     A checkpoint with neither is refused: denoising starts from [MASK] tokens, and guessing one
     would decode garbage without an error.
+
+    Released layouts (SDAR's ``model_type: "sdar"``, Fast-dLLM v2's ``Fast_dLLM_Qwen``, both
+    with ``auto_map`` remote code) load as the stock architecture their weights are
+    (:mod:`mage_attention.layouts`): their config mapped, their [MASK] token found in the
+    tokenizer where the config has none, every weight checked present. No remote code runs.
     """
+    from mage_attention.layouts import LAYOUTS, find_layout, find_mask_token, mapped_config
     from paperstack.checkpoint import check_model_dir, load_pretrained
 
     folder = check_model_dir(path)
     data = _read_config(folder)
-    mask = mask_token_id if mask_token_id is not None else data.get("mask_token_id")
-    if mask is None:
+    layout = find_layout(data)
+    if layout is None and data.get("auto_map"):
+        known = ", ".join(f"{lay.name} ({lay.model_types[0]})" for lay in LAYOUTS.values())
         raise MageError(
-            f"{folder / 'config.json'}: no mask_token_id: not a block-diffusion checkpoint "
-            "(denoising starts from [MASK] tokens; pass the id of its mask token)"
+            f"{folder / 'config.json'}: model_type {data.get('model_type')!r} needs its own "
+            f"remote code (auto_map), which mage does not run; known layouts: {known}"
         )
-    vocab = int(data.get("vocab_size", 0) or 0)
+    config = mapped_config(data, layout) if layout is not None else None
+    fields = config.to_dict() if config is not None else data
+    mask = mask_token_id if mask_token_id is not None else fields.get("mask_token_id")
+    if mask is None:
+        mask = find_mask_token(folder, layout)
+    if mask is None:
+        looked = f" or a {'/'.join(layout.mask_tokens)} token in its tokenizer" if layout else ""
+        raise MageError(
+            f"{folder / 'config.json'}: no mask_token_id{looked}: not a block-diffusion "
+            "checkpoint (denoising starts from [MASK] tokens; pass the id of its mask token)"
+        )
+    vocab = int(fields.get("vocab_size", 0) or 0)
     if not isinstance(mask, int) or (vocab and not 0 <= mask < vocab):
         raise MageError(
             f"{folder / 'config.json'}: mask_token_id {mask!r} is not a token id of the "
             f"vocabulary ({vocab})"
         )
-    size = block_size if block_size is not None else data.get("block_size")
+    size = block_size if block_size is not None else fields.get("block_size")
     if not isinstance(size, int) or size < 1:
-        raise MageError(f"{folder / 'config.json'}: no valid block_size (got {size!r})")
-    model = load_pretrained(
-        folder, AutoModelForCausalLM.from_pretrained, attn_implementation=ATTENTION
-    )
+        hint = " (bd_size)" if layout is not None and "bd_size" in layout.renamed else ""
+        raise MageError(f"{folder / 'config.json'}: no valid block_size{hint} (got {size!r})")
+    kwargs: dict[str, Any] = {"attn_implementation": ATTENTION}
+    if layout is not None:
+        kwargs.update(config=config, key_mapping=layout.key_mapping or None,
+                      output_loading_info=True)  # fmt: skip
+    loaded: Any = load_pretrained(folder, AutoModelForCausalLM.from_pretrained, **kwargs)
+    if layout is not None:
+        model, info = loaded
+        missing = sorted(info.get("missing_keys") or ())
+        if missing:
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            raise MageError(
+                f"{folder}: {layout.name} checkpoint lacks {len(missing)} weights of its "
+                f"{layout.base} layout ({', '.join(missing[:3])}{more}): a renamed layout "
+                "this version does not map"
+            )
+    else:
+        model = loaded
     model.config.mask_token_id = mask
     model.config.block_size = size
     return model.float().eval()
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Any:
+    """The tokenizer of a checkpoint folder, read from its ``tokenizer.json`` alone.
+
+    ``AutoTokenizer`` reads ``config.json`` too, and for a folder whose config names remote
+    code (SDAR's and Fast-dLLM v2's ``auto_map``) it stops to ask whether to run it; the
+    tokenizer itself (a Qwen BPE in both families) needs none of it."""
+    from transformers import PreTrainedTokenizerFast
+
+    folder = Path(path)
+    if not (folder / "tokenizer.json").is_file():
+        raise MageError(f"{folder}: no tokenizer.json (pass token ids, or save the tokenizer)")
+    try:
+        return PreTrainedTokenizerFast.from_pretrained(folder)
+    except (OSError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MageError(f"{folder / 'tokenizer.json'}: cannot load: {first}") from None

@@ -1,5 +1,18 @@
 """Synthetic long-context retrieval laid out for a block-diffusion LM.
 
+Two layouts. With ``in_block=True`` (the demo's, since 0.3) the questions are not part of the
+``L``-token prompt but follow it, inside the first answer block::
+
+    <bos>  f f b f ... f b f ... f  <sep>  |  q_1 ... q_Q  a_1 ... a_Q  |
+           `----- C = L - 2 tokens ------'     one block of B = 2Q tokens
+
+so the questions are never prefilled into the cache: their queries are the block's own, and at
+every denoising step the block must read the bindings out of the prefix through the KV subset
+the attention policy keeps. (With the questions in the prompt, the older layout below, their
+tokens retrieve their bindings during the dense prefill, the answer block then reads only the
+questions inside the local window, and any KV subset, random-k included, answers as well as
+exact attention: the 0.2 demo measured random-k 0.743 vs exact 0.751.)
+
 One sequence is a prompt of ``L`` tokens followed by ``Q`` answers, ``Q / B`` blocks of ``B``::
 
     <bos>  f f b f ... f b f ... f  <sep>  q_1 q_2 ... q_Q  |  a_1 ... a_B | a_{B+1} ... a_Q
@@ -38,7 +51,7 @@ _SPECIALS = 4
 
 @dataclass(frozen=True)
 class RetrievalBatch:
-    """``prompt[n, L]`` and the answers ``answers[n, Q]`` (value tokens)."""
+    """``prompt[n, L]`` (``[n, L + Q]`` with ``in_block``) and the answers ``answers[n, Q]``."""
 
     prompt: torch.Tensor
     answers: torch.Tensor
@@ -59,6 +72,8 @@ class RetrievalTask:
     num_keys: int = 32
     num_values: int = 16
     num_fillers: int = 32
+    #: questions after the prompt's ``prompt_length`` tokens, in the block the answers open
+    in_block: bool = False
 
     def __post_init__(self) -> None:
         if self.queries < 1 or self.pairs < self.queries:
@@ -79,8 +94,9 @@ class RetrievalTask:
 
     @property
     def context_tokens(self) -> int:
-        """``C = L - 2 - Q``: the tokens between ``<bos>`` and ``<sep>``."""
-        return self.prompt_length - 2 - self.queries
+        """``C = L - 2 - Q`` (``L - 2`` with ``in_block``): tokens between ``<bos>`` and
+        ``<sep>``."""
+        return self.prompt_length - 2 - (0 if self.in_block else self.queries)
 
     @property
     def chance(self) -> float:
@@ -132,7 +148,7 @@ class RetrievalTask:
                 self._key0 + np.take_along_axis(keys, asked, axis=1),
             ],
             axis=1,
-        )
+        )  # with in_block the questions follow the L tokens, opening the answer block
         answers = np.take_along_axis(binding, asked, axis=1)
         return RetrievalBatch(torch.from_numpy(prompt), torch.from_numpy(answers))
 

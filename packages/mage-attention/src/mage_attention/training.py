@@ -53,22 +53,32 @@ def diffusion_inputs(
     sequences: torch.Tensor, prompt_length: int, block_size: int, g: torch.Generator
 ) -> dict[str, torch.Tensor]:
     """``input_ids``, ``position_ids``, ``attention_mask`` (4-D bool), ``labels`` and per-row
-    ``weight = 1/τ`` for one masked-diffusion step on ``sequences[n, L + A]``."""
+    ``weight = 1/τ`` for one masked-diffusion step on ``sequences[n, L + A]``.
+
+    A prompt that ends inside a block (``L mod B != 0``, the demo's questions) puts its tail in
+    the noisy copy of that block unmasked, as decoding sees it: the copy starts at the block
+    boundary ``⌊L/B⌋·B``, and only positions from ``L`` on are ever masked and scored."""
     n, total = sequences.shape
-    answers = total - prompt_length
-    check_block_size(prompt_length, block_size, "prompt")
+    start = prompt_length // block_size * block_size  # a prompt tail shares the first block
+    answers = total - start
     check_block_size(answers, block_size, "answer")
     tau = torch.rand(n, 1, generator=g).clamp_min(0.1)  # bounds the 1/τ weight's variance
-    masked = torch.rand(n, answers, generator=g) < tau
+    noisable = torch.arange(start, total) >= prompt_length  # the prompt tail is never noised
+    masked = (torch.rand(n, answers, generator=g) < tau) & noisable
     none = ~masked.any(1)  # every row scores at least one token
-    masked[none, torch.randint(0, answers, (int(none.sum()),), generator=g)] = True
-    clean_answers = sequences[:, prompt_length:]
+    pick = (
+        prompt_length
+        - start
+        + torch.randint(0, total - prompt_length, (int(none.sum()),), generator=g)
+    )
+    masked[none, pick] = True
+    clean_answers = sequences[:, start:]
     noisy = clean_answers.masked_fill(masked, MASK)
     input_ids = torch.cat([sequences, noisy], dim=1)
     pos = torch.arange(total)
-    position_ids = torch.cat([pos, pos[prompt_length:]]).expand(n, -1)
+    position_ids = torch.cat([pos, pos[start:]]).expand(n, -1)
     blocks = pos // block_size
-    noisy_blocks = blocks[prompt_length:]
+    noisy_blocks = blocks[start:]
     clean = blocks[None, :] <= blocks[:, None]  # [total, total]
     noisy_sees_clean = blocks[None, :] < noisy_blocks[:, None]  # [A, total]
     noisy_sees_noisy = noisy_blocks[None, :] == noisy_blocks[:, None]  # [A, A]
@@ -139,7 +149,7 @@ def train(
             data = phase_task.generate(
                 phase.batch_size, seed=seed * 1_000_003 + p_i * 10_007 + step
             )
-            batch = diffusion_inputs(data.sequences, phase.prompt_length, block, g)
+            batch = diffusion_inputs(data.sequences, data.prompt.shape[1], block, g)
             loss = diffusion_loss(model, batch)
             opt.zero_grad(set_to_none=True)
             loss.backward()
