@@ -112,3 +112,30 @@ def test_bench_with_too_few_debates(tmp_path, capsys):
     _fails(capsys, ["bench", "--out", str(tmp_path / "b"), "--debates", "0"], "must be >= 1")
     _fails(capsys, ["bench", "--out", str(tmp_path / "b"), "--debates", "50"], "at least 100")
     assert not Path(tmp_path / "b").exists()
+
+
+def test_exact_p_states_a_limit_on_families(capsys):
+    """Issue #46: G = 5000 ran Monte Carlo over 200,000 x 5000 draws without bound."""
+    from debate_ledger.screen import MAX_G
+
+    xs = [str(i) for i in range(5000)]
+    _fails(capsys, ["exact-p", *xs, "--vs", *reversed(xs)],
+           f"a permutation p takes at most {MAX_G} families, got 5000")  # fmt: skip
+
+
+def test_exact_p_at_the_family_limit_runs(capsys):
+    from debate_ledger.screen import MAX_G
+
+    xs = [str(i) for i in range(MAX_G)]
+    assert main(["exact-p", *xs, "--vs", *xs]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("rho = 1.000000  Monte-Carlo two-sided p = ")
+
+
+def test_rebuild_refuses_an_empty_out(small_ledger, tmp_path, capsys, monkeypatch):
+    """Issue #46: ``--out ""`` meant the current folder: exit 0 and ./results.json overwritten."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results.json").write_text("mine")
+    _fails(capsys, ["rebuild", str(small_ledger), "--out", ""], "--out: empty path")
+    assert (tmp_path / "results.json").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]

@@ -65,3 +65,48 @@ def test_folder_missing_file_and_repeated_ids_are_one_line(tmp_path):
     _write(tmp_path / "d.jsonl", [_event(id="z"), _event(id="z")])
     with pytest.raises(MemeEconomyError, match="'z' appears twice"):
         load_events(tmp_path / "d.jsonl")
+
+
+def _karma_line(value):
+    """One event whose first option's base_karma is ``value`` written verbatim into the JSON."""
+    options = [dict(o, base_karma=123456789) for o in _event()["options"]]
+    return json.dumps(_event(options=options)).replace("123456789", value, 1) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("Infinity", "field options.0.base_karma: Input should be a finite number"),
+        ("NaN", "field options.0.base_karma: Input should be a finite number"),
+        ("1e999", "field options.0.base_karma: Input should be a finite number"),
+        ("1e12", "field options.0.base_karma: Input should be less than or equal to 1000000000"),
+        ("-Infinity", "field options.0.base_karma: Input should be"),
+    ],
+)
+def test_non_finite_or_huge_base_karma_is_refused(tmp_path, value, needle):
+    """Issue #46: ``base_karma: Infinity`` was accepted and ranked every agent "inf"."""
+    path = tmp_path / "e.jsonl"
+    path.write_text(_event_line_ok() + _karma_line(value))
+    with pytest.raises(MemeEconomyError) as exc:
+        load_events(path)
+    assert str(exc.value).startswith(f"{path}: line 2: ")
+    assert needle in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def _event_line_ok():
+    return json.dumps(_event(id="ok")) + "\n"
+
+
+def test_the_base_karma_limit_is_inclusive(tmp_path):
+    path = tmp_path / "e.jsonl"
+    path.write_text(_karma_line("1e9"))
+    assert load_events(path).events[0].options[0].base_karma == 1e9
+
+
+@pytest.mark.parametrize("name", ["deep.json", "deep.jsonl"])
+def test_deeply_nested_json_is_one_line(tmp_path, name):
+    path = tmp_path / name
+    path.write_text("[" * 100_000 if name.endswith(".json") else '{"a": ' * 100_000)
+    with pytest.raises(MemeEconomyError, match="nested too deeply"):
+        load_events(path)

@@ -41,3 +41,23 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, needle):
         assert len(err.splitlines()) == 1
     assert needle in err.splitlines()[-1]
     assert not (tmp_path / "OUT").exists()
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "18446744073709551616"])
+def test_simulate_refuses_seeds_that_demos_refuse(tmp_path, capsys, seed):
+    """Issue #46: ``simulate --seed -1`` was accepted; it now takes the core's seed type."""
+    ledger = tmp_path / "m.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--ledger", str(ledger), "--rounds", "1", "--seed", seed])
+    assert exc.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("memeeconomy simulate: error: argument --seed: ")
+    assert "must be between 0 and 4294967295" in last or "out of range" in last
+    assert not ledger.exists()
+
+
+def test_simulate_accepts_the_largest_seed(tmp_path, capsys):
+    ledger = tmp_path / "m.jsonl"
+    argv = ["simulate", "--ledger", str(ledger), "--rounds", "1", "--agents", "2"]
+    assert main([*argv, "--seed", "4294967295"]) == 0
+    assert "2 decisions" in capsys.readouterr().out

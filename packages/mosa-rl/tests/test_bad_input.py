@@ -1,5 +1,7 @@
 """Bad input to `mosa demo` is one line naming the flag, the file or the line, before any work."""
 
+import json
+
 import pytest
 from mosa_rl.cli import main
 
@@ -71,3 +73,57 @@ def test_run_log_that_is_a_directory_is_one_line(tmp_path, capsys):
     (tmp_path / "runs.jsonl").mkdir()
     err = _one_line_error(capsys, ["demo", "--quick", "--no-progress", "--out", str(tmp_path)])
     assert "runs.jsonl: is a directory" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"numbers": [2, 4, 7], "target": Infinity}', "Infinity is not a finite number"),
+        ('{"numbers": [2, 4, 7], "target": NaN}', "NaN is not a finite number"),
+        ('{"numbers": [2, 4, 7], "target": 1e999}', "target: inf is not a finite number"),
+        ('{"numbers": [2, 4, 7], "target": 30.5}', "target: 30.5 is not an integer"),
+        ('{"numbers": [2, 4, 7e300], "target": 30}', "numbers[2]: 7e+300 number is out of range"),
+        (
+            '{"numbers": [2, 4, 7], "target": 10000000000}',
+            "target: a 11-digit number is out of range",
+        ),
+        ('{"numbers": [2, "4", 7], "target": 30}', "numbers[1]: '4' is not a number"),
+        ('{"numbers": [2, 4, true], "target": 30}', "numbers[2]: True is not a number"),
+        ('{"numbers": 7, "target": 30}', "numbers: 7 is not a list"),
+        ("[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_non_finite_or_out_of_range_dataset_numbers_are_one_line(tmp_path, capsys, line, message):
+    """Issue #46: an Infinity target was an OverflowError traceback; 30.5 was read as 30."""
+    data = tmp_path / "problems.jsonl"
+    data.write_text('{"numbers": [2, 4, 7], "target": 30}\n' + line + "\n")
+    out = tmp_path / "o"
+    err = _one_line_error(capsys, ["demo", "--quick", "--out", str(out), "--dataset", str(data)])
+    assert f"{data}:2" in err
+    assert message in err
+    assert not out.exists()
+
+
+def test_a_problem_with_thousands_of_numbers_is_refused_in_one_line(tmp_path, capsys):
+    """Issue #46: one 10,000-number problem ended in a RecursionError inside the solver."""
+    data = tmp_path / "problems.jsonl"
+    data.write_text(json.dumps({"numbers": [1] * 10_000, "target": 5}) + "\n")
+    err = _one_line_error(
+        capsys, ["demo", "--quick", "--out", str(tmp_path / "o"), "--dataset", str(data)]
+    )
+    assert f"{data}:1" in err
+    assert "10000 numbers (a problem has 2 to 5)" in err
+
+
+def test_dataset_within_the_limits_loads(tmp_path):
+    """The limits are inclusive: five numbers and nine-digit values (given as 7.0) load."""
+    from mosa_rl.demo import load_problems
+
+    data = tmp_path / "problems.jsonl"
+    data.write_text(
+        '{"numbers": [1, 2, 3, 4, 5], "target": 7}\n'
+        '{"numbers": [1000000000, 1.0], "target": 1000000000.0}\n'
+    )
+    loaded = load_problems(data)
+    assert [ex.meta["numbers"] for ex in loaded] == [[1, 2, 3, 4, 5], [1, 1000000000]]
+    assert [ex.meta["target"] for ex in loaded] == [7, 1000000000]

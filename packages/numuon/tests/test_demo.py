@@ -188,3 +188,50 @@ def test_bench_bad_sizes_are_one_line_errors(tmp_path, capsys, sizes, needle):
     err = _one_line_error(capsys, ["bench", "--sizes", sizes, "--out", str(out)])
     assert needle in err
     assert not out.exists()
+
+
+def test_dataset_beyond_the_size_limit_is_refused_before_reading(tmp_path, capsys, monkeypatch):
+    """Issue #46: a 1 GB sparse --dataset was read whole and tokenised until the kernel killed
+    the process at 22 GB resident. The size is checked before a byte is read."""
+    import builtins
+
+    from numuon.toy import MAX_TEXT_BYTES
+
+    data = tmp_path / "sparse.txt"
+    with open(data, "wb") as handle:
+        handle.truncate(2**30)  # 1 GB of holes: no disk used
+    opened = []
+    real_open = builtins.open
+    monkeypatch.setattr(
+        builtins, "open", lambda f, *a, **k: opened.append(str(f)) or real_open(f, *a, **k)
+    )
+    out = tmp_path / "o"
+    err = _one_line_error(capsys, ["demo", *TINY, "--out", str(out), "--dataset", str(data)])
+    assert f"--dataset {data}: larger than {MAX_TEXT_BYTES // 2**20} MiB" in err
+    assert str(data) not in opened
+    assert not out.exists()
+
+
+def test_a_file_without_a_size_is_read_bounded(tmp_path, monkeypatch):
+    """A pipe or device reports size 0: the read itself stops past the limit."""
+    import os
+
+    from numuon import toy
+    from numuon.errors import NumuonError
+
+    monkeypatch.setattr(toy, "MAX_TEXT_BYTES", 1000)
+    zeros = "/dev/zero" if os.path.exists("/dev/zero") else None
+    if zeros is None:
+        pytest.skip("no /dev/zero")
+    with pytest.raises(NumuonError, match="--dataset /dev/zero: larger than 1000 bytes"):
+        toy.load_text_file(zeros, 8, 2, 2)
+
+
+def test_dataset_at_the_size_limit_is_read(tmp_path, monkeypatch):
+    from numuon import toy
+
+    monkeypatch.setattr(toy, "MAX_TEXT_BYTES", 4000)
+    data = tmp_path / "corpus.txt"
+    data.write_text("12+34=46. " * 400)  # exactly 4000 bytes
+    text, _tok = toy.load_text_file(data, 8, 2, 2)
+    assert text.train.shape[1] == 9

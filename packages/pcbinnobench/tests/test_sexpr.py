@@ -98,3 +98,40 @@ def test_patch_selects_by_reference_and_refuses_bad_paths(task):
         sexpr.apply_patch(pcb, [{"op": "set", "path": "footprint:C99/at", "value": "(at 1 1)"}])
     with pytest.raises(PcbBenchError):
         sexpr.apply_patch(pcb, [{"op": "set", "path": "footprint:C2/at", "value": "(at 1"}])
+
+
+def _nested(depth):
+    """A board whose first node opens ``depth`` levels (the head counts as one)."""
+    return "(kicad_pcb (version 20241229)\n" + "(a " * (depth - 1) + ")" * (depth - 1) + ")\n"
+
+
+def test_deep_nesting_is_refused_naming_file_line_and_column(tmp_path):
+    """Issue #46: thousands of nested '(' were a RecursionError inside sexpdata."""
+    path = tmp_path / "deep.kicad_pcb"
+    path.write_text(_nested(5000), encoding="utf-8")
+    with pytest.raises(sexpr.SexprError) as exc:
+        design.read_tree(path, "kicad_pcb")
+    assert str(exc.value) == (
+        f"{path}: nested deeper than {sexpr.MAX_DEPTH} levels at line 2, column "
+        f"{3 * (sexpr.MAX_DEPTH - 1) + 1} (KiCad files nest about ten)"
+    )
+
+
+def test_the_depth_limit_is_inclusive_and_round_trips():
+    text = _nested(sexpr.MAX_DEPTH)
+    assert sexpr.dumps(sexpr.loads(text)).count("(a") == sexpr.MAX_DEPTH - 1
+    with pytest.raises(sexpr.SexprError, match="nested deeper"):
+        sexpr.loads(_nested(sexpr.MAX_DEPTH + 1))
+
+
+@pytest.mark.parametrize(
+    ("atom", "needle"),
+    [
+        ("1e999", "number 1e999 is beyond the float range at line 1, column 37"),
+        ("9" * 5000, "a 5000-character number (at most 64) at line 1, column 37"),
+    ],
+)
+def test_non_finite_and_huge_numbers_are_refused(atom, needle):
+    with pytest.raises(sexpr.SexprError) as exc:
+        sexpr.loads(f"(kicad_pcb (version 20241229) (at 1 {atom}))", source="b.kicad_pcb")
+    assert str(exc.value) == f"b.kicad_pcb: {needle}"

@@ -54,3 +54,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, fragment):
     assert len(lines) == 1, err  # argparse adds its usage lines
     assert fragment in lines[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_validate_on_a_deeply_nested_board_names_the_file_and_line(tmp_path, capsys, taskset):
+    """Issue #46: validate on a board of thousands of nested '(' ended in a RecursionError."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(taskset / "tasks" / "ldo_add_tvs" / "workspace", ws)
+    (board,) = ws.glob("*.kicad_pcb")
+    board.write_text("(kicad_pcb (version 20241229)\n" + "(a " * 5000 + ")" * 5001 + "\n")
+    argv = ["validate", "--tasks", str(taskset), "--task", "ldo_add_tvs", "--workspace", str(ws)]
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert code != 0
+    assert f"{board}: nested deeper than 100 levels at line 2" in captured.out + captured.err

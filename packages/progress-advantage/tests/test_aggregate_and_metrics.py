@@ -101,3 +101,25 @@ def test_positional_priors():
     assert positional_hit("last step", 4, 3) == 1.0
     assert positional_hit("last step", 4, 0) == 0.0
     assert positional_hit("uniform step", 4, 2) == 0.25
+
+
+def test_trajectory_sum_and_mean_are_exact_where_a_float_sum_overflows():
+    huge = [1e308, 1e308, -1e308, -1e308, 2.0]
+    assert float(np.sum(huge)) == np.inf  # what best-of-n ranked by before (issue #46)
+    assert aggregate_trajectory(huge, "sum") == 2.0
+    assert aggregate_trajectory([1e308, 1e308], "mean") == 1e308
+    assert aggregate_trajectory([1e300, 1.0, -1e300], "sum") == 1.0  # cancellation kept
+    with pytest.raises(ProgressAdvantageError, match="beyond the float range"):
+        aggregate_trajectory([1e308, 1e308], "sum")
+    assert np.isnan(aggregate_trajectory([0.1, np.nan], "sum"))  # unscorable stays NaN
+
+
+def test_attribution_blames_the_right_step_when_scores_are_huge():
+    """Issue #46: a running sum of 1e308 scores was Infinity from step 1 on, and min-cumulative
+    blamed step 0; scaled by 2**-64 the order is exact."""
+    s = [1e308, 1e308, -1e308, -1e308, -1e308, 1e308]
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.cumsum(s)).any()  # what the rule ranked before
+    assert attribute_failure(s, "min-cumulative") == 4  # the running sum is lowest after step 4
+    assert attribute_failure([1e308, -1e308, 0.0], "sharpest-abs-drop") == 1
+    assert attribute_failure([0.1, -0.3, 0.2], "min-cumulative") == 1  # ordinary input unchanged

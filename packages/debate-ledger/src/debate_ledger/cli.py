@@ -233,7 +233,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _rebuild_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("ledger", type=Path)
-    p.add_argument("--out", type=Path, required=True, help="directory for the tables")
+    # A plain string: argparse's Path("") would be "." and rebuild would write into the current
+    # folder with exit 0 (issue #46); the core's prepare_out_dir refuses the empty path itself.
+    p.add_argument("--out", required=True, help="directory for the tables")
     p.add_argument(
         "--prices",
         type=Path,

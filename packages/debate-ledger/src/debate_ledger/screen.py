@@ -94,6 +94,10 @@ RISK_SIGN: dict[str, int] = {
     "resample_consistency": -1,
 }
 MAX_EXACT_G = 10
+#: Most families a permutation p takes. Monte Carlo holds ``MC_RESAMPLES x G`` draws, ranks and
+#: permuted values at once (about 5 MB per family), so G = 5000 ran for minutes towards 16 GB
+#: (issue #46); a debate study compares a handful of model families, and 50 is far above any.
+MAX_G = 50
 MC_RESAMPLES = 200_000
 MC_SEED = 0
 _EPS = 1e-9  # |rho| comparisons: rho values of permutations are rationals; avoid float misses
@@ -210,6 +214,8 @@ def _check_g(x: np.ndarray, y: np.ndarray) -> int:
         raise LedgerError(f"spearman: {g} x values but {len(y)} y values")
     if g < 3:
         raise LedgerError(f"a permutation p needs at least 3 families, got {g}")
+    if g > MAX_G:
+        raise LedgerError(f"a permutation p takes at most {MAX_G} families, got {g}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise LedgerError("spearman: every value must be a finite number")
     return g

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from memeeconomy import __version__
-from paperstack.contract import ContractCLI, Report, Run, fraction, positive_float, positive_int
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    fraction,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 
 cli = ContractCLI("memeeconomy", "memeeconomy", __version__, __doc__)
 
@@ -135,7 +143,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agents", type=positive_int, default=12, help="agents (default 12)")
     p.add_argument("--rounds", type=positive_int, default=None,
                    help="first N events only (default: all)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0, help="market seed (default 0)")
     p.add_argument("--p-remove", type=fraction, default=0.3,
                    help="removal probability of a harmful post (default 0.3)")  # fmt: skip
     p.add_argument(

@@ -26,6 +26,7 @@ from memeeconomy.errors import MemeEconomyError, read_text
 
 __all__ = [
     "COMMUNITIES",
+    "MAX_BASE_KARMA",
     "TIERS",
     "Community",
     "ContentOption",
@@ -44,6 +45,10 @@ TIERS: dict[int, str] = {
     5: "harmful",
 }
 HARMFUL_TIER = 5
+#: Largest ``base_karma`` an events file may give an option. The shipped options draw 70 to
+#: 1,700; a card worth a billion is a typo or a tampered file. Infinity (JSON's ``Infinity``,
+#: ``1e999``) ranked every agent "inf" (issue #46) and is refused with NaN, like anything above.
+MAX_BASE_KARMA = 1e9
 
 
 class _Model(BaseModel):
@@ -58,7 +63,7 @@ class ContentOption(_Model):
     id: str = Field(min_length=1)
     tier: int = Field(ge=1, le=5)
     description: str = Field(min_length=1)
-    base_karma: float = Field(gt=0)
+    base_karma: float = Field(gt=0, le=MAX_BASE_KARMA, allow_inf_nan=False)
     image: str | None = None
 
     @property
@@ -207,6 +212,8 @@ def load_events(path: str | Path) -> EventSet:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise MemeEconomyError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        except RecursionError:  # json's parser recurses once per nesting level
+            raise MemeEconomyError(f"{p}: nested too deeply to be an events file") from None
         for i, obj in enumerate(data):
             events.append(_parse(obj, f"{p}: event {i}"))
     else:
@@ -217,6 +224,8 @@ def load_events(path: str | Path) -> EventSet:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise MemeEconomyError(f"{p}: line {number}: not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise MemeEconomyError(f"{p}: line {number}: nested too deeply") from None
             events.append(_parse(obj, f"{p}: line {number}"))
     if not events:
         raise MemeEconomyError(f"{p}: no events (empty file)")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from minpath import __version__
-from paperstack.contract import ContractCLI, Report, Run, positive_int
+from paperstack.contract import ContractCLI, Report, Run, positive_int, seed_int
 
 cli = ContractCLI("minpath", "minpath", __version__, __doc__)
 
@@ -226,7 +226,7 @@ def compress_command(args: argparse.Namespace) -> int:
 def _traces_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
     p.add_argument("-n", type=positive_int, default=100, help="how many CoTs (default 100)")
-    p.add_argument("--seed", type=int, default=0, help="draw seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="draw seed (default 0)")
 
 
 @cli.command("traces", "write the toy world's verbose CoTs as JSONL", _traces_arguments)

@@ -49,6 +49,8 @@ import networkx as nx
 from minpath.errors import CycleError, MinPathError
 
 __all__ = [
+    "MAX_DIGITS",
+    "MAX_STEPS",
     "QUESTION",
     "STEP_TYPES",
     "Compression",
@@ -56,6 +58,7 @@ __all__ = [
     "RuleTyper",
     "Step",
     "build_graph",
+    "check_number_sizes",
     "compress",
     "derivable",
     "final_answer",
@@ -92,6 +95,25 @@ _CUE = re.compile(
     re.I,
 )
 _OPS = {"x": "*", "×": "*"}
+#: Longest number (in digits) a question, CoT or answer may hold. Python refuses to read
+#: integers of more than 4300 digits (a ValueError traceback before, issue #46) and the
+#: arithmetic of one is no chain-of-thought step; 1000 digits is far beyond any real CoT.
+MAX_DIGITS = 1000
+#: Most steps one CoT may have. The walk is iterative, but the kept sets grow with the chain
+#: (a 5000-step chain, each step using the one before, takes about 8 s; the cost is quadratic),
+#: so a longer CoT is refused instead of running for minutes.
+MAX_STEPS = 10_000
+_TOO_LONG = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def check_number_sizes(text: str, what: str) -> None:
+    """Refuse ``text`` if it holds a number longer than :data:`MAX_DIGITS` digits, in one
+    :class:`MinPathError` naming ``what`` and the length."""
+    m = _TOO_LONG.search(text)
+    if m is not None:
+        raise MinPathError(
+            f"{what}: a {len(m.group())}-digit number (numbers are limited to {MAX_DIGITS} digits)"
+        )
 
 
 def parse_equation(text: str) -> tuple[int, str, int, int] | None:
@@ -99,6 +121,7 @@ def parse_equation(text: str) -> tuple[int, str, int, int] | None:
     m = _EQUATION.search(text)
     if m is None:
         return None
+    check_number_sizes(m.group(), "an equation")
     return int(m.group(1)), _OPS.get(m.group(2), m.group(2)), int(m.group(3)), int(m.group(4))
 
 
@@ -106,6 +129,7 @@ def final_answer(text: str) -> int | None:
     """The number of the last ``Answer: N`` / ``\\boxed{N}`` / ``final answer is N`` in ``text``."""
     found = None
     for m in _ANSWER.finditer(text):
+        check_number_sizes(m.group(1), "a final answer")
         found = int(m.group(1))
     return found
 
@@ -169,6 +193,8 @@ def segment(cot: str) -> list[Step]:
     pieces: list[str] = []
     for line in cot.splitlines():
         pieces.extend(p.strip() for p in _MARKERS.split(line) if p.strip())
+        if len(pieces) > MAX_STEPS:
+            raise MinPathError(f"the CoT has more than {MAX_STEPS} steps (the stated limit)")
     return [
         Step(i, text, equation=parse_equation(text), answer=final_answer(text))
         for i, text in enumerate(pieces)
@@ -270,6 +296,7 @@ def typed_steps(cot: str, typer: Any = None) -> list[Step]:
 
 def question_numbers(question: str) -> set[int]:
     """The numbers the question states (the values node ``Q`` produces)."""
+    check_number_sizes(question, "the question")
     return {int(n) for n in _NUMBER.findall(question)}
 
 
@@ -332,46 +359,98 @@ def _latest_valid(g: nx.DiGraph, producers: Sequence[int]) -> int | None:
     return None
 
 
-def _alternatives(g: nx.DiGraph, steps: Sequence[Step], producer: Any, consumer: int) -> list[Any]:
+def _alternatives(
+    g: nx.DiGraph,
+    steps: Sequence[Step],
+    producer: Any,
+    consumer: int,
+    same: Mapping[tuple[Any, ...], list[int]] | None = None,
+) -> list[Any]:
     """Valid producers equivalent to ``producer`` for ``consumer``: every valid step before the
-    consumer that computes the same quantity to the same value (duplicates, verifications)."""
+    consumer that computes the same quantity to the same value (duplicates, verifications).
+
+    ``same`` (quantity key and value -> valid non-conclusion steps computing it, in order) saves
+    the scan over every earlier step, which made a long chain quadratic."""
     if producer == QUESTION:
         return [QUESTION]
     ref = steps[producer]
+    if same is None:
+        same = _producers_by_quantity(g, steps)
     out = [producer]
-    for s in steps[:consumer]:
-        if s.index == producer or not g.nodes[s.index]["valid"] or s.value is None:
-            continue
-        if s.key == ref.key and s.value == ref.value and s.type != "conclusion":
-            out.append(s.index)
+    for j in same.get((ref.key, ref.value), []):
+        if j >= consumer:
+            break
+        if j != producer:
+            out.append(j)
+    return out
+
+
+def _producers_by_quantity(
+    g: nx.DiGraph, steps: Sequence[Step]
+) -> dict[tuple[Any, ...], list[int]]:
+    """(quantity key, value) -> the valid steps that compute it (not conclusions), in order."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for s in steps:
+        if g.nodes[s.index]["valid"] and s.value is not None and s.type != "conclusion":
+            out.setdefault((s.key, s.value), []).append(s.index)
     return out
 
 
 def min_path(g: nx.DiGraph, steps: Sequence[Step]) -> set[int]:
     """The Minimal Dependency Path of the last conclusion step (module docstring): the step
-    indices kept, the conclusion included. Raises :class:`MinPathError` without a conclusion."""
+    indices kept, the conclusion included. Raises :class:`MinPathError` without a conclusion.
+
+    The dynamic programme runs over a topological order of the producers the conclusion can
+    reach, not by recursion: a 500-step chain in which every step consumes the one before it
+    recursed 500 frames deep and ended in a RecursionError (issue #46).
+    """
     conclusions = [s.index for s in steps if s.type == "conclusion"]
     if not conclusions:
         raise MinPathError("the CoT has no final answer (no conclusion step)")
-    memo: dict[Any, tuple[float, frozenset[int]]] = {}
-
-    def best(node: Any) -> tuple[float, frozenset[int]]:
-        """(cost, kept set) of producing ``node``'s step with its cheapest producers."""
+    target = conclusions[-1]
+    same = _producers_by_quantity(g, steps)
+    # For each step the conclusion depends on: per consumed edge, the producers to choose among.
+    options: dict[Any, list[list[Any]]] = {}
+    order = nx.DiGraph()  # option -> step that may use it; its topological order is the DP's
+    order.add_node(target)
+    pending = [target]
+    while pending:
+        node = pending.pop()
+        if node == QUESTION or node in options:
+            continue
+        per_edge = []
+        for producer, _, data in g.in_edges(node, data=True):
+            choices = (
+                [producer] if data.get("given") else _alternatives(g, steps, producer, node, same)
+            )
+            per_edge.append(choices)
+            for p in choices:
+                order.add_edge(p, node)
+                if p not in options:
+                    pending.append(p)
+        options[node] = per_edge
+    try:
+        ordered = list(nx.topological_sort(order))
+    except nx.NetworkXUnfeasible:
+        # a duplicate producer that itself depends on its consumer, through given edges
+        raise MinPathError(
+            "the producers of the conclusion depend on each other in a cycle"
+        ) from None
+    best: dict[Any, tuple[float, frozenset[int]]] = {QUESTION: (0.0, frozenset())}
+    for node in ordered:
         if node == QUESTION:
-            return 0.0, frozenset()
-        if node in memo:
-            return memo[node]
+            continue
         cost = float(g.nodes[node]["cost"])
         kept: set[int] = {node}
-        for producer, _, _data in g.in_edges(node, data=True):
-            options = [producer] if _data.get("given") else _alternatives(g, steps, producer, node)
-            choice = min((best(p) for p in options), key=lambda ck: (ck[0], sorted(ck[1])))
+        for choices in options[node]:
+            if len(choices) == 1:  # the common case; sorting the kept set is for ties only
+                choice = best[choices[0]]
+            else:
+                choice = min((best[p] for p in choices), key=lambda ck: (ck[0], sorted(ck[1])))
             cost += choice[0]
             kept |= choice[1]
-        memo[node] = (cost, frozenset(kept))
-        return memo[node]
-
-    return set(best(conclusions[-1])[1])
+        best[node] = (cost, frozenset(kept))
+    return set(best[target][1])
 
 
 def render_step(step: Step) -> str:

@@ -209,6 +209,7 @@ class Record:
 def load_jsonl(path: str | Path) -> list[Record]:
     """Read ``{"question", "cot", "answer"[, "edges"]}`` JSON lines; any bad line (not UTF-8,
     not JSON, a missing or non-text field) is one :class:`MinPathError` naming file and line."""
+    from minpath.graph import check_number_sizes
     from paperstack.records import iter_user_jsonl
 
     records: list[Record] = []
@@ -216,6 +217,7 @@ def load_jsonl(path: str | Path) -> list[Record]:
         for name in ("question", "cot", "answer"):
             if not isinstance(obj.get(name), (str, int)) or isinstance(obj.get(name), bool):
                 raise MinPathError(f"{where}: field {name!r} is missing or not text")
+            check_number_sizes(str(obj[name]), f"{where}: field {name!r}")
         edges = obj.get("edges", [])
         if not isinstance(edges, list) or not all(
             isinstance(e, list) and len(e) == 2 and all(isinstance(x, int) for x in e)

@@ -17,7 +17,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,6 +28,7 @@ from paperstack import tasks
 from paperstack.tiny import build_tokenizer
 
 __all__ = [
+    "MAX_TEXT_BYTES",
     "ModelShape",
     "TextData",
     "build_llama",
@@ -145,6 +145,13 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+#: Largest text file :func:`load_text_file` reads. The corpus is read whole and tokenised into
+#: a Python list (tens of bytes per token), so a 1 GB file grew to 22 GB resident and was
+#: killed by the kernel with no message (issue #46). 16 MiB is twenty times the tokens the
+#: full demo trains on (1000 steps of 16 x 49) and peaks near 1.5 GB.
+MAX_TEXT_BYTES = 16 * 2**20
+
+
 def load_text_file(
     path: str | os.PathLike[str],
     seq_len: int,
@@ -159,8 +166,20 @@ def load_text_file(
     ``what`` names the file in errors (the flag it came from)."""
     if seq_len < 1:
         raise NumuonError(f"--seq-len {seq_len}: must be >= 1")
+    limit = MAX_TEXT_BYTES
+    shown = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
+    too_big = (
+        f"{what} {path}: larger than {shown}, the limit for a corpus read whole into memory; "
+        "pass its first part"
+    )
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        if os.stat(path).st_size > limit:  # refused before a byte is read
+            raise NumuonError(too_big)
+        with open(path, "rb") as handle:  # a pipe or device reports no size: read bounded
+            raw = handle.read(limit + 1)
+        if len(raw) > limit:
+            raise NumuonError(too_big)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise NumuonError(f"{what} {path}: no such file") from None
     except IsADirectoryError:

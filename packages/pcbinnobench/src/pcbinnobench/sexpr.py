@@ -32,6 +32,7 @@ import sexpdata
 from pcbinnobench.errors import PcbBenchError
 
 __all__ = [
+    "MAX_DEPTH",
     "Integer",
     "Node",
     "Number",
@@ -91,6 +92,25 @@ _INT = re.compile(r"[-+]?\d+\Z")
 _REAL = re.compile(r"[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?\Z")
 
 
+#: Deepest nesting :func:`loads` accepts. KiCad 8/9 boards and schematics nest about ten
+#: levels; sexpdata's parser (and the writers and validators that walk the tree) recurse once
+#: per level, so thousands of ``(`` ended in a RecursionError (issue #46). The limit is checked
+#: in the scan that runs before parsing, so the refusal names the file, line and column.
+MAX_DEPTH = 100
+#: Longest number accepted, in characters (Python reads integers of at most 4300 digits;
+#: KiCad writes coordinates with six decimals).
+MAX_NUMBER_CHARS = 64
+
+
+class _BadAtom(Exception):
+    """A number atom that cannot stand in a board: non-finite or absurdly long."""
+
+    def __init__(self, token: str, why: str) -> None:
+        super().__init__(why)
+        self.token = token
+        self.why = why
+
+
 class _KiCadParser(sexpdata.Parser):  # type: ignore[misc]
     """sexpdata's parser with KiCad's atoms: no ``nil``/``t`` booleans, no ``;`` comments, and
     numbers that remember their text. Only decimal numbers are numbers: ``inf``, ``nan`` and
@@ -100,10 +120,16 @@ class _KiCadParser(sexpdata.Parser):  # type: ignore[misc]
         super().__init__(string, nil=None, true=None, false=None, line_comment="\x00")
 
     def atom(self, token: str) -> Any:
+        numeric = _INT.match(token) or _REAL.match(token)
+        if numeric and len(token) > MAX_NUMBER_CHARS:
+            raise _BadAtom(token, f"a {len(token)}-character number (at most {MAX_NUMBER_CHARS})")
         if _INT.match(token):
             return Integer(token)
         if _REAL.match(token):
-            return Number(token)
+            value = Number(token)
+            if not math.isfinite(value):  # 1e999: a decimal literal beyond the float range
+                raise _BadAtom(token, f"number {token} is beyond the float range")
+            return value
         return Symbol(token)
 
 
@@ -139,6 +165,11 @@ def loads(text: str, source: str = "<text>") -> Node:
             in_str = True
         elif c == "(":
             depth += 1
+            if depth > MAX_DEPTH:
+                raise SexprError(
+                    f"{source}: nested deeper than {MAX_DEPTH} levels at {_position(text, i)} "
+                    "(KiCad files nest about ten)"
+                )
         elif c == ")":
             depth -= 1
             if depth < 0:
@@ -151,6 +182,9 @@ def loads(text: str, source: str = "<text>") -> Node:
         parsed = _KiCadParser(text).parse()
     except (sexpdata.ExpectClosingBracket, sexpdata.ExpectNothing, sexpdata.ExpectSExp) as exc:
         raise SexprError(f"{source}: malformed s-expression ({exc})") from None
+    except _BadAtom as exc:
+        at = text.find(exc.token)
+        raise SexprError(f"{source}: {exc.why} at {_position(text, max(at, 0))}") from None
     except (IndexError, AttributeError, ValueError) as exc:  # sexpdata on odd escapes
         raise SexprError(f"{source}: malformed s-expression ({type(exc).__name__})") from None
     if len(parsed) != 1:

@@ -9,6 +9,7 @@ the index of their step, and ``ufunc.at`` reductions fold them in one call.
 
 from __future__ import annotations
 
+import math
 from typing import Literal, get_args
 
 import numpy as np
@@ -70,24 +71,67 @@ def aggregate_steps(
     )
 
 
+_SCALE = 64  # 2**-64 keeps a scaled fsum of any realistic number of float terms finite
+
+
+def _finite_sum(v: np.ndarray) -> float:
+    """The sum of finite values, correctly rounded (``math.fsum``), or a one-line error.
+
+    A plain float sum of two step scores of 1e308 is Infinity, and best-of-N then ranked that
+    trajectory as tied with every other overflowing one and picked the wrong one with exit 0
+    (issue #46). ``fsum`` is exact until the final rounding (huge scores that cancel keep
+    their small remainder) and raises instead of returning Infinity.
+    """
+    try:
+        return math.fsum(v.tolist())
+    except OverflowError:  # an intermediate partial sum overflowed, the total may not
+        pass
+    # Scaling by a power of two is exact (bar values below 2**-958, far beneath the rounding of
+    # a total this large), so this is still the correctly rounded sum, computed out of reach of
+    # overflow; ldexp raises if the total itself is beyond the float range.
+    try:
+        return math.ldexp(math.fsum(math.ldexp(x, -_SCALE) for x in v.tolist()), _SCALE)
+    except OverflowError:
+        raise ProgressAdvantageError(
+            "the sum of the step scores is beyond the float range (about 1.8e308); "
+            "rank by a mean (--traj-agg mean) or rescale the scores"
+        ) from None
+
+
+def _finite_mean(v: np.ndarray) -> float:
+    """The mean of finite values without overflowing on the way (1e308 and 1e308 mean 1e308)."""
+    try:
+        return math.fsum(v.tolist()) / v.size
+    except OverflowError:
+        return math.fsum((v / v.size).tolist())
+
+
 def bottom_fraction_mean(values: ArrayLike, fraction: float = 0.1) -> float:
     """Mean of the lowest ``fraction`` of ``values`` (at least one): DeepConf's tail statistic."""
     v = np.sort(np.asarray(values, dtype=np.float64))
     if v.size == 0:
         raise ProgressAdvantageError("bottom_fraction_mean: no values")
     k = max(1, int(np.ceil(fraction * v.size)))
+    if np.isfinite(v[:k]).all():
+        return _finite_mean(v[:k])
     return float(v[:k].mean())
 
 
 def aggregate_trajectory(step_scores: ArrayLike, how: TrajectoryAgg | str = "mean") -> float:
-    """One score for a trajectory from its step scores."""
+    """One score for a trajectory from its step scores.
+
+    Finite scores are summed and averaged with ``math.fsum`` (correctly rounded, no silent
+    overflow: a sum beyond the float range is a :class:`ProgressAdvantageError`); non-finite
+    ones (NaN marks an unscorable step) keep numpy's semantics, so a NaN trajectory stays NaN.
+    """
     v = np.asarray(step_scores, dtype=np.float64)
     if v.size == 0:
         raise ProgressAdvantageError("aggregate_trajectory: the trajectory has no steps")
+    finite = bool(np.isfinite(v).all())
     if how == "sum":
-        return float(v.sum())
+        return _finite_sum(v) if finite else float(v.sum())
     if how == "mean":
-        return float(v.mean())
+        return _finite_mean(v) if finite else float(v.mean())
     if how == "min":
         return float(v.min())
     if how == "last":

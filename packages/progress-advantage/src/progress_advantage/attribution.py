@@ -19,7 +19,7 @@ a uniformly random step), and a fair comparison takes the best of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, get_args
 
 import numpy as np
@@ -53,13 +53,26 @@ def _scores(step_scores: ArrayLike) -> np.ndarray:
     return s
 
 
+def _overflow_free(op: Callable[[np.ndarray], np.ndarray], s: np.ndarray) -> np.ndarray:
+    """``op(s)`` (a cumulative sum or differences), recomputed on ``s * 2**-64`` when it
+    overflows: huge finite scores (1e308) made the running sum Infinity and blamed the wrong
+    step (issue #46). Scaling by a power of two is exact, so the order, and the blamed step, is
+    that of the unscaled values; inputs that do not overflow take the first computation as
+    before."""
+    with np.errstate(over="ignore"):  # an overflow is detected below, not warned about
+        out = np.asarray(op(s))
+    if np.isfinite(out).all():
+        return out
+    return np.asarray(op(np.ldexp(s, -64)))
+
+
 def attribute_failure(
     step_scores: ArrayLike, rule: AttributionRule | str = "min-cumulative"
 ) -> int:
     """The blamed step (0-based) under ``rule``; see the module docstring."""
     s = _scores(step_scores)
     if rule == "min-cumulative":
-        return int(np.argmin(np.cumsum(s)))
+        return int(np.argmin(_overflow_free(np.cumsum, s)))
     if rule == "argmin":
         return int(np.argmin(s))
     if rule == "sharpest-drop":
@@ -67,7 +80,7 @@ def attribute_failure(
     if rule == "sharpest-abs-drop":
         if s.size < 2:
             return 0
-        delta = np.diff(s)
+        delta = _overflow_free(np.diff, s)
         return int(np.argmin(delta)) + 1 if (delta <= 0).any() else 0
     raise ProgressAdvantageError(
         f"attribution rule {rule!r} is not one of {', '.join(ATTRIBUTION_RULES)}"

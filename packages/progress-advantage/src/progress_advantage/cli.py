@@ -316,6 +316,19 @@ def _scored(path: Path) -> list[Any]:
     return trajs
 
 
+def _trajectory_scores(path: Path, trajs: list[Any], how: str) -> list[float]:
+    """Each trajectory's aggregate of its step scores; an overflow names the line."""
+    from progress_advantage.aggregate import aggregate_trajectory
+
+    scores = []
+    for i, t in enumerate(trajs, 1):
+        try:
+            scores.append(aggregate_trajectory(t.extra["step_scores"], how))
+        except ProgressAdvantageError as exc:
+            raise ProgressAdvantageError(f"{path}: line {i}: {exc}") from None
+    return scores
+
+
 def _write_jsonl(path: Path | None, records: list[dict[str, Any]]) -> None:
     if path is None:
         return
@@ -332,12 +345,11 @@ def _use_arguments(p: argparse.ArgumentParser) -> None:
 
 @cli.command("best-of-n", "pick the highest-scoring trajectory of each group", _use_arguments)
 def best_of_n_command(args: argparse.Namespace) -> int:
-    from progress_advantage.aggregate import aggregate_trajectory
     from progress_advantage.selection import best_of_n, group_indices
 
     _check_out_file(args.out)
     trajs = _scored(args.inp)
-    scores = [aggregate_trajectory(t.extra["step_scores"], args.traj_agg) for t in trajs]
+    scores = _trajectory_scores(args.inp, trajs, args.traj_agg)
     picks = []
     for g in group_indices([t.group or t.id for t in trajs]):
         i = g[best_of_n([scores[j] for j in g])]
@@ -361,7 +373,6 @@ def best_of_n_command(args: argparse.Namespace) -> int:
 
 @cli.command("uq", "AUROC of trajectory scores predicting success", _use_arguments)
 def uq_command(args: argparse.Namespace) -> int:
-    from progress_advantage.aggregate import aggregate_trajectory
     from progress_advantage.metrics import auroc
 
     _check_out_file(args.out)
@@ -376,7 +387,8 @@ def uq_command(args: argparse.Namespace) -> int:
             f"{args.inp}: AUROC is undefined: all {len(labelled)} labelled trajectories "
             f"{outcome} (it needs successes and failures)"
         )
-    scores = [aggregate_trajectory(t.extra["step_scores"], args.traj_agg) for t in labelled]
+    every = _trajectory_scores(args.inp, trajs, args.traj_agg)
+    scores = [x for x, t in zip(every, trajs, strict=True) if t.success is not None]
     value = auroc(scores, [bool(t.success) for t in labelled])
     _write_jsonl(
         args.out, [{"id": t.id, "score": s} for t, s in zip(labelled, scores, strict=True)]
