@@ -464,9 +464,9 @@ def _out_checks(cli: Any, name: str, parser: Any, decl: CommandDecl) -> list[Che
         argv = _argv(name, parser, decl, out=tmp / "unused", tmp=tmp, model=model)
         argv[argv.index("--out") + 1] = ""
         argv += _required_server(parser, decl)
-        monkeypatch = request.getfixturevalue("monkeypatch")
-        monkeypatch.chdir(here)
-        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        with pytest.MonkeyPatch.context() as monkeypatch:  # undone before the next check
+            monkeypatch.chdir(here)
+            outcome = _run(cli, argv, request.getfixturevalue("capfd"))
         _refused_in_one_line(outcome, prog, ("--out",))
         if any(here.iterdir()):
             raise ConformanceError(
@@ -524,12 +524,12 @@ def _cache_file_check(cli: Any, name: str, parser: Any, declaration: Declaration
     def run(request: pytest.FixtureRequest, tmp: Path) -> None:
         bogus = tmp / "cache-is-a-file"
         bogus.write_text("not a folder\n")
-        monkeypatch = request.getfixturevalue("monkeypatch")
-        monkeypatch.setenv("PAPERSTACK_CACHE", str(bogus))
         model = _required_model(parser, decl)
         argv = _argv(name, parser, decl, out=tmp / "out", tmp=tmp, model=model)
         argv += _required_server(parser, decl)
-        outcome = _run(cli, argv, request.getfixturevalue("capfd"))
+        with pytest.MonkeyPatch.context() as monkeypatch:  # undone before the next check
+            monkeypatch.setenv("PAPERSTACK_CACHE", str(bogus))
+            outcome = _run(cli, argv, request.getfixturevalue("capfd"))
         _refused_in_one_line(outcome, cli.prog, ("PAPERSTACK_CACHE",))
         if bogus.read_text() != "not a folder\n":
             raise ConformanceError(f"{bogus}: the file named by PAPERSTACK_CACHE was changed")
