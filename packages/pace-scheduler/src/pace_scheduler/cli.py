@@ -411,6 +411,11 @@ def _vllm_sweep_arguments(p: argparse.ArgumentParser) -> None:
         "that would not fit are skipped and listed",
     )  # fmt: skip
     p.add_argument("--seeds", type=parse_seeds, default=None, help="e.g. 0-1 (default: 0,1)")
+    p.add_argument(
+        "--design-note", default=None,
+        help="a sentence printed in report.md's introduction: how this run's design came about "
+        "(e.g. seeds added after an earlier run had been seen: exploratory)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no per-run log lines")
 
 
@@ -453,6 +458,8 @@ def vllm_sweep(args: argparse.Namespace) -> int:
     path = str(models.model_path("smollm2-135m-instruct"))
     with VLLMServing(path, max_num_seqs=plan.max_num_seqs, max_model_len=plan.max_model_len) as sv:
         records, config = run_vllm_sweep(sv, plan, log=log, deadline_s=args.cpu_budget_s)
+    if args.design_note:
+        config["design_note"] = " ".join(args.design_note.split())
     results = write_vllm_report(out, records, config, plan, __version__)
     for claim in results.claims:
         print(f"pace: {claim.id}: {claim.verdict} ({claim.describe()})")

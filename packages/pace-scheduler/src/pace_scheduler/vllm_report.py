@@ -76,6 +76,7 @@ def write_vllm_report(
         f"{config['cpu_seconds']:.0f} s"
         + (f"; skipped for the budget: {', '.join(skipped)}" if skipped else "")
         + "."
+        + (f"\n\nDesign note: {config['design_note']}" if config.get("design_note") else "")
     )
     write_report(out, results, f"pace-scheduler {version}: the vLLM engine on CPU", intro, figs)
     return results
