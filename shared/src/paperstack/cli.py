@@ -130,12 +130,12 @@ def _demo(run: Run) -> Report:
     from paperstack.report import bar_chart
 
     args = run.args
-    tiny = _import_tiny()
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not names:
         raise PaperstackError(f"--tasks {args.tasks!r}: names no task")
     for name in names:
-        task_lib.get(name)  # one-line error for an unknown task before any training
+        task_lib.get(name)  # one-line error for an unknown task before torch is even imported
+    tiny = _import_tiny()
     preset = args.preset or (tiny.QUICK_PRESET if run.quick else tiny.DEFAULT_PRESET)
     if preset not in tiny.PRESETS:
         raise PaperstackError(f"--preset {preset}: unknown; known: {', '.join(tiny.PRESETS)}")
