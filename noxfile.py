@@ -43,7 +43,7 @@ QUICK_REPORTS = ROOT / "reports-quick"
 DIST_DIR = ROOT / "dist"
 # Extensionless Python scripts ruff would not find on its own.
 #: Packages with a vLLM plug-in, tested by the `vllm` session against the real engine.
-VLLM_PACKAGES = ("pace-scheduler",)
+VLLM_PACKAGES = ("pace-scheduler", "nf12-format")
 
 SCRIPTS = [
     "tools/nox",

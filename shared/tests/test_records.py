@@ -412,3 +412,28 @@ def test_atomic_write_to_a_directory_or_under_a_file_is_one_line(tmp_path: Path)
     blocker.write_text("x")
     with pytest.raises(PaperstackError, match="exists and is not a directory"):
         atomic_write(blocker / "out.json", "x")
+
+
+def test_output_dir_removes_only_an_empty_folder_it_created(tmp_path: Path) -> None:
+    from paperstack.records import output_dir
+
+    def run(path: Path, fail: BaseException, write: bool = False) -> None:
+        with output_dir(path) as out:
+            assert out.is_dir()
+            if write:
+                (out / "partial.jsonl").write_text("{}\n")
+            raise fail
+
+    fresh = tmp_path / "fresh"
+    with pytest.raises(KeyboardInterrupt):
+        run(fresh, KeyboardInterrupt())
+    assert not fresh.exists()  # a killed first run leaves no empty --out behind
+    kept = tmp_path / "kept"
+    with pytest.raises(RuntimeError):
+        run(kept, RuntimeError("late failure"), write=True)
+    assert (kept / "partial.jsonl").is_file()  # what was written is never lost
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    with pytest.raises(RuntimeError):
+        run(existing, RuntimeError("x"))
+    assert existing.is_dir()  # the user's folder is not ours to remove

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from paperstack import __version__
+from paperstack import __version__, preregistration
 from paperstack.contract import ContractCLI, Report, Run, positive_int, seed_int
 from paperstack.errors import PaperstackError
 
@@ -83,6 +83,30 @@ def _collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _declare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", type=Path, help="a results.json from a run on validation seeds")
+    p.add_argument(
+        "--for", dest="declared", default="demo", metavar="COMMAND",
+        help="the command it declares (default demo)",
+    )  # fmt: skip
+    p.add_argument("--stopping", default="", help="the stopping rule, in words")
+
+
+@cli.command(
+    "declare",
+    "print a preregistration.toml table declaring a results.json's claims and seeds",
+    _declare_arguments,
+)
+def _declare(args: argparse.Namespace) -> int:
+    from paperstack.records import load_results
+
+    print(
+        preregistration.to_toml(load_results(args.path), args.declared, stopping=args.stopping),
+        end="",
+    )
+    return 0
+
+
 main = cli.main
 
 
@@ -111,6 +135,10 @@ def _check(path: Path) -> int:
             f"{path}: field 'manifest.git_revision': {rev} is not a commit of this repository "
             "(run from an unpublished or rewritten history: rerun the demo from a commit)"
         )
+    try:
+        declared = preregistration.check(results, path)
+    except PaperstackError as exc:
+        raise PaperstackError(f"{path}: {exc}") from None
     sealed = (
         "digest matches"
         if results.digest is not None
@@ -118,7 +146,8 @@ def _check(path: Path) -> int:
     )
     print(
         f"{path}: {len(results.rows)} rows, {len(results.claims)} claims "
-        f"({verdict_counts(results.claims)}), every verdict follows from the rows; {sealed}"
+        f"({verdict_counts(results.claims)}), every verdict follows from the rows; {sealed}; "
+        f"pre-registration: {declared}"
     )
     return 0
 

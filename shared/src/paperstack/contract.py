@@ -27,7 +27,6 @@ and exits 2 with one line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import re
@@ -37,6 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from paperstack import preregistration
 from paperstack.errors import PaperstackError, cli_guard
 from paperstack.progress import Progress, quiet_libraries
 from paperstack.records import (
@@ -45,7 +45,7 @@ from paperstack.records import (
     Manifest,
     Results,
     Row,
-    prepare_out_dir,
+    output_dir,
     verdict_counts,
     write_results,
 )
@@ -379,42 +379,54 @@ class ContractCLI:
             raise PaperstackError(
                 f"--seed {args.seed}: its {count} seeds run past the largest seed {MAX_SEED}"
             )
-        out = Path(args.out)
-        created = not out.exists()
-        out = prepare_out_dir(out)
-        run = Run(
-            prog=self.prog,
-            command=spec.name,
-            args=args,
-            out=out,
-            quick=bool(args.quick),
-            seed=seeds[0],
-            seeds=seeds,
-            device=device,
-            model=model,
-            show_progress=not args.no_progress,
-        )
-        config = {k: v for k, v in vars(args).items() if k not in ("command", "out", "no_progress")}
-        config.update(seeds=list(seeds), device=device, model=model)
-        manifest = Manifest.collect(self.dist, self.version, seed=seeds[0], config=config)
-        started = time.perf_counter()
-        try:
+        # Read before anything runs or is created: what the command declared it would claim
+        # and the design history its report lists (a malformed declaration or CHANGELOG entry
+        # stops here, not after an hour of training).
+        declared = preregistration.fingerprint(spec.func.__module__, spec.name)
+        history = preregistration.history_for(spec.func.__module__, spec.name)
+        with output_dir(args.out) as out:
+            run = Run(
+                prog=self.prog,
+                command=spec.name,
+                args=args,
+                out=out,
+                quick=bool(args.quick),
+                seed=seeds[0],
+                seeds=seeds,
+                device=device,
+                model=model,
+                show_progress=not args.no_progress,
+            )
+            config = {
+                k: v for k, v in vars(args).items() if k not in ("command", "out", "no_progress")
+            }
+            config.update(seeds=list(seeds), device=device, model=model)
+            manifest = Manifest.collect(self.dist, self.version, seed=seeds[0], config=config)
+            manifest = manifest.model_copy(update={"preregistration": declared})
+            started = time.perf_counter()
             report = spec.func(run)
-        except BaseException:
-            if created:
-                _remove_if_empty(out)
-            raise
-        seconds = time.perf_counter() - started
-        manifest = manifest.model_copy(
-            update={"config": {**manifest.config, **_jsonable(report.config)}}
-        )
-        results = Results(manifest=manifest.finish(), rows=report.rows, claims=report.claims)
-        path = write_results(out / spec.filename, results)
-        from paperstack.report import write_report
+            seconds = time.perf_counter() - started
+            manifest = manifest.model_copy(
+                update={"config": {**manifest.config, **_jsonable(report.config)}}
+            )
+            results = Results(manifest=manifest.finish(), rows=report.rows, claims=report.claims)
+            path = write_results(out / spec.filename, results)
+            from paperstack.report import write_report
 
-        title = report.title or f"{self.dist} {self.version}: {spec.name}"
-        name = "report.md" if spec.report else "bench.md"
-        write_report(out, results, title, report.intro, report.figures, name=name)
+            title = report.title or f"{self.dist} {self.version}: {spec.name}"
+            name = "report.md" if spec.report else "bench.md"
+            write_report(
+                out, results, title, report.intro, report.figures, name=name, history=history
+            )
+        if declared is not None and preregistration.declared_run(manifest.config):
+            decl = preregistration.from_json(spec.name, declared["declared"])
+            complete = bool(report.claims)  # no claims at all: a user's own data, say
+            for problem in preregistration.deviations(report.claims, decl, complete=complete):
+                print(
+                    f"{self.prog}: warning: {problem} in {declared['path']} "
+                    "(`paperstack check` fails this file)",
+                    file=sys.stderr,
+                )
         for claim in report.claims:
             print(f"{self.prog}: {claim.id}: {VERDICT_TEXT[claim.verdict]} ({claim.describe()})")
         counts = f"{verdict_counts(report.claims)}, " if report.claims else ""
@@ -531,11 +543,6 @@ def _bound_seed_flags(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:
         if "--seed" in action.option_strings and action.type in (int, None):
             action.type = seed_int
-
-
-def _remove_if_empty(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.rmdir()  # only succeeds on an empty directory
 
 
 def _jsonable(obj: dict[str, Any]) -> dict[str, Any]:

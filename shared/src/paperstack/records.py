@@ -70,6 +70,7 @@ __all__ = [
     "iter_user_jsonl",
     "judge",
     "load_results",
+    "output_dir",
     "prepare_out_dir",
     "read_jsonl",
     "redact_secrets",
@@ -209,6 +210,26 @@ def prepare_out_dir(path: str | os.PathLike[str]) -> Path:
                 out.rmdir()
         raise PaperstackError(f"--out {out}: cannot write there ({exc.strerror})") from None
     return out
+
+
+@contextlib.contextmanager
+def output_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """:func:`prepare_out_dir` for a command's whole run: ``with output_dir(args.out) as out:``.
+
+    When the body fails (an error, Ctrl-C, SIGTERM through ``cli_guard``) and this call created
+    the folder, the folder is removed again if nothing was written into it, so a failed first
+    run leaves no empty ``--out`` behind to confuse the rerun; a folder that existed before, or
+    one holding what the run already wrote, is kept.
+    """
+    created = not Path(path).exists()
+    out = prepare_out_dir(path)
+    try:
+        yield out
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only succeeds on an empty directory
+        raise
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> Path:
@@ -472,6 +493,10 @@ class Manifest(_Model):
     #: ``{"diff_sha256": ..., "files": [...]}``, the hash of ``git diff HEAD`` and the changed
     #: and untracked paths, so a reader knows what the revision alone does not say.
     dirty: dict[str, Any] | None = None
+    #: The command's declaration (:mod:`paperstack.preregistration`): the file's repository
+    #: path, its sha256, the command and the declared claims, seeds and stopping rule, read
+    #: before the run. None for a package that declares nothing (and for files before 0.3).
+    preregistration: dict[str, Any] | None = None
     libraries: dict[str, str] = Field(default_factory=dict)
     host: dict[str, Any] = Field(default_factory=dict)
     started: str = ""
@@ -1020,7 +1045,11 @@ class Results(_Model):
 
     def content_digest(self) -> str:
         """``sha256:<hex>`` of the manifest, rows and claims in canonical JSON."""
-        data = self.model_dump(mode="json", by_alias=True, exclude={"digest"})
+        exclude: dict[str, Any] = {"digest": True}
+        if self.manifest.preregistration is None:
+            # Absent before 0.3: leaving it out keeps the digests of older files valid.
+            exclude["manifest"] = {"preregistration"}
+        data = self.model_dump(mode="json", by_alias=True, exclude=exclude)
         canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()
 

@@ -125,8 +125,13 @@ def write_report(
     figures: Sequence[str | os.PathLike[str]] = (),
     *,
     name: str = "report.md",
+    history: str | None = None,
 ) -> Path:
-    """Write ``out_dir/<name>``: title, intro, results table, claims, figures, run manifest."""
+    """Write ``out_dir/<name>``: title, intro, results table, claims, figures, the
+    pre-registration (what the run declared, and whether its claims match), the design history
+    (``history``: :func:`paperstack.preregistration.history_section`) and the run manifest."""
+    from paperstack.preregistration import preregistration_section
+
     out = Path(out_dir)
     m = results.manifest
     parts = [f"# {title}\n"]
@@ -141,6 +146,9 @@ def write_report(
         for fig in figures:
             rel = os.path.relpath(Path(fig), out)
             parts.append(f"![{Path(fig).stem}]({rel})\n")
+    parts.append(preregistration_section(results))
+    if history is not None:
+        parts.append(history)
     parts.append("## Run\n")
     libs = ", ".join(f"{k} {v}" for k, v in sorted(m.libraries.items()))
     run = [
@@ -198,11 +206,71 @@ def bar_chart(
     return atomic_write(path, buf.getvalue())
 
 
+def _replace_section(text: str, heading: str, body: str) -> str:
+    """``text`` with the section ``## heading`` (up to the next ``## ``) replaced by ``body``
+    (which starts with its own heading), or ``body`` inserted before ``## Run`` if absent."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, s in enumerate(lines) if s.rstrip() == f"## {heading}"]
+    block = body if body.endswith("\n") else body + "\n"
+    if starts:
+        i = starts[0]
+        j = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("## ")), len(lines))
+        return "".join(lines[:i]) + block + "\n" + "".join(lines[j:]).lstrip("\n")
+    runs = [i for i, s in enumerate(lines) if s.rstrip() == "## Run"]
+    at = runs[-1] if runs else len(lines)
+    return "".join(lines[:at]) + block + "\n" + "".join(lines[at:])
+
+
+def _command_of(res: Results) -> str | None:
+    """The command a results file came from: its declaration's, else the token after the
+    program in the recorded command line (``demo``, ``bench``, ``vllm-sweep``)."""
+    m = res.manifest
+    if m.preregistration:
+        return str(m.preregistration["command"])
+    argv = m.command
+    if len(argv) > 1 and not argv[1].startswith("-"):
+        return argv[1]
+    return None
+
+
+def _changelog(root: Path, dist: str) -> Path | None:
+    folder = root / "shared" if dist == "paperstack-core" else root / "packages" / dist
+    path = folder / "CHANGELOG.md"
+    return path if path.is_file() else None
+
+
+def refresh_report(md: Path, res: Results, repo: Path | None) -> bool:
+    """Bring the derived sections of a written report up to date without rerunning its demo:
+    the claims table (a gated claim's measured direction), the pre-registration and the design
+    history (read from the package's CHANGELOG in ``repo``). Only reports written by
+    :func:`write_report` (a ``## Claims`` and a ``## Run`` section) are touched; returns
+    whether the file changed."""
+    from paperstack.preregistration import design_history, history_section, preregistration_section
+
+    text = md.read_text(encoding="utf-8")
+    if "\n## Claims\n" not in text or "\n## Run\n" not in text:
+        return False
+    new = _replace_section(text, "Claims", "## Claims\n\n" + claims_table(res.claims))
+    new = _replace_section(new, "Pre-registration", preregistration_section(res))
+    command = _command_of(res)
+    changelog = _changelog(repo, res.manifest.package) if repo is not None else None
+    if command is not None and changelog is not None:
+        changes = design_history(changelog.read_text(encoding="utf-8"), str(changelog))
+        new = _replace_section(new, "Design history", history_section(changes, command))
+    if new == text:
+        return False
+    atomic_write(md, new)
+    return True
+
+
 def write_index(reports_dir: str | os.PathLike[str]) -> Path:
     """Rebuild ``reports_dir/index.md`` from every ``reports_dir/<dist>/results.json``.
 
     One section per package: its claims (held or not) and its results table, with the run's
     version and revision, so the index is the one page that says where every paper stands.
+    Every report.md (and bench.md) beside a results file first gets its derived sections
+    refreshed (:func:`refresh_report`), so a report written before a core change still shows
+    each gated claim's measured direction, its pre-registration and its design history.
     A malformed results file stops the collection with its one-line error rather than being
     silently skipped.
     """
@@ -224,6 +292,11 @@ def write_index(reports_dir: str | os.PathLike[str]) -> Path:
     ]
     sections = []
     totals = [0, 0, 0, 0]
+    repo = root.resolve().parent
+    for path in sorted([*root.glob("**/results.json"), *root.glob("**/bench.json")]):
+        md = path.with_name("report.md" if path.name == "results.json" else "bench.md")
+        if md.is_file() and '"manifest"' in path.read_text(encoding="utf-8"):
+            refresh_report(md, load_results(path), repo)
     for path in found:
         res = load_results(path)
         m = res.manifest

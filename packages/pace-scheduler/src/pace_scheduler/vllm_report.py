@@ -15,6 +15,7 @@ from typing import Any
 from pace_scheduler.demo import figures
 from pace_scheduler.summary import claims_for, rows_for
 from pace_scheduler.vllm_sweep import VLLMPlan
+from paperstack import preregistration
 from paperstack.records import Manifest, Results, Row, write_results
 from paperstack.report import write_report
 
@@ -50,6 +51,8 @@ def write_vllm_report(
         else []
     )  # fmt: skip
     manifest = Manifest.collect("pace-scheduler", version, seed=plan.seeds[0], config=config)
+    declared = preregistration.fingerprint(__name__, "vllm-sweep")
+    manifest = manifest.model_copy(update={"preregistration": declared})
     results = Results(manifest=manifest.finish(), rows=rows, claims=claims)
     write_results(out / "results.json", results)
     figs = figures(records, out, ("vllm",)) if records else []
@@ -78,5 +81,7 @@ def write_vllm_report(
         + "."
         + (f"\n\nDesign note: {config['design_note']}" if config.get("design_note") else "")
     )
-    write_report(out, results, f"pace-scheduler {version}: the vLLM engine on CPU", intro, figs)
+    history = preregistration.history_for(__name__, "vllm-sweep")
+    title = f"pace-scheduler {version}: the vLLM engine on CPU"
+    write_report(out, results, title, intro, figs, history=history)
     return results

@@ -1,0 +1,514 @@
+"""Pre-registration: what a demo will claim, declared before it runs, and what changed since.
+
+A reviewer believes a verdict only if the claim, its margin, its seeds and its stopping rule were
+fixed before the numbers were seen. Each package therefore ships
+``src/<module>/preregistration.toml``, one table per command::
+
+    [demo]
+    seeds = [0, 1, 2]                       # the reported run's seeds
+    stopping = "200 steps per seed, no early stopping"
+
+    [demo.claims.method_beats_baseline]
+    lhs = ["method", "accuracy", "test"]    # system, metric[, split]
+    rhs = ["baseline", "accuracy", "test"]  # or a number
+    op = "gt"
+    margin = 0.0
+    requires = ["premise_base_sycophantic"] # premises gating it, if any
+    optional = false                        # true: absent from some runs (quick, no GPU)
+
+The command's run reads the file, embeds the table and the file's sha256 in the manifest
+(``manifest.preregistration``) and compares its claims with it. ``paperstack check`` repeats
+the comparison against the declaration *at the run's git revision* (``git show``), so a claim,
+margin or gate edited after the run, or declared in the same uncommitted tree that ran it,
+cannot pass as pre-registered: ``claims(results) == declared(revision)`` or the check fails.
+Seeds differing from the declared ones are a user's own run, reported, not refused.
+
+Design history: a package's CHANGELOG.md carries a section ``## Design history`` of lines::
+
+    - 2026-12-05 demo: seeds: moved to 3-7 after seeds 0-2 were seen (exploratory)
+
+(date, command, kind, text), one per change of design, seed set, margin, claim, statistic,
+task or budget made after an earlier run of that command. :func:`design_history` parses it and
+every report.md lists the entries for its command, so the report alone tells a reader what was
+decided after looking.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from paperstack.errors import PaperstackError
+
+#: The file each package ships next to its ``__init__.py``.
+FILENAME = "preregistration.toml"
+#: What a design-history line may say changed.
+KINDS = ("design", "seeds", "margin", "claim", "statistic", "task", "budget")
+_OPS = ("gt", "ge", "lt", "le", "within")
+
+
+class PreregistrationError(PaperstackError):
+    """A declaration file that cannot be read, or results that do not match it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredClaim:
+    """One claim as declared: which rows it compares, how, with which margin and premises."""
+
+    id: str
+    lhs: tuple[str, ...]
+    rhs: tuple[str, ...] | float
+    op: str
+    margin: float
+    requires: tuple[str, ...] = ()
+    optional: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lhs": list(self.lhs),
+            "rhs": self.rhs if isinstance(self.rhs, float) else list(self.rhs),
+            "op": self.op,
+            "margin": self.margin,
+            "requires": list(self.requires),
+            "optional": self.optional,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Declaration:
+    """One command's pre-registration."""
+
+    command: str
+    claims: dict[str, DeclaredClaim]
+    seeds: tuple[int, ...] | None = None
+    stopping: str = ""
+    retroactive: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seeds": None if self.seeds is None else list(self.seeds),
+            "stopping": self.stopping,
+            "retroactive": self.retroactive,
+            "claims": {k: c.to_json() for k, c in self.claims.items()},
+        }
+
+
+def _key(value: Any, where: str) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or not 2 <= len(value) <= 3
+        or not all(isinstance(v, str) for v in value)
+    ):
+        raise PreregistrationError(f"{where}: expected [system, metric] or [system, metric, split]")
+    return tuple(value)
+
+
+def _claim(cid: str, data: Any, where: str) -> DeclaredClaim:
+    if not isinstance(data, dict):
+        raise PreregistrationError(f"{where}: expected a table")
+    unknown = set(data) - {"lhs", "rhs", "op", "margin", "requires", "optional"}
+    if unknown:
+        raise PreregistrationError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    for name in ("lhs", "rhs", "op"):
+        if name not in data:
+            raise PreregistrationError(f"{where}: missing field {name!r}")
+    rhs_raw = data["rhs"]
+    rhs: tuple[str, ...] | float
+    if isinstance(rhs_raw, (int, float)) and not isinstance(rhs_raw, bool):
+        rhs = float(rhs_raw)
+    else:
+        rhs = _key(rhs_raw, f"{where}.rhs")
+    if data["op"] not in _OPS:
+        raise PreregistrationError(f"{where}.op: {data['op']!r} is not one of {', '.join(_OPS)}")
+    margin = data.get("margin", 0.0)
+    if not isinstance(margin, (int, float)) or isinstance(margin, bool):
+        raise PreregistrationError(f"{where}.margin: expected a number, got {margin!r}")
+    requires = data.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise PreregistrationError(f"{where}.requires: expected a list of claim ids")
+    return DeclaredClaim(
+        id=cid,
+        lhs=_key(data["lhs"], f"{where}.lhs"),
+        rhs=rhs,
+        op=data["op"],
+        margin=float(margin),
+        requires=tuple(requires),
+        optional=bool(data.get("optional", False)),
+    )
+
+
+def parse(text: str, source: str = FILENAME) -> dict[str, Declaration]:
+    """Every command's :class:`Declaration` in a ``preregistration.toml`` text; a malformed file
+    is one :class:`PreregistrationError` naming ``source`` and the field."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PreregistrationError(f"{source}: not valid TOML ({exc})") from None
+    out: dict[str, Declaration] = {}
+    for command, table in data.items():
+        where = f"{source}: [{command}]"
+        if not isinstance(table, dict):
+            raise PreregistrationError(f"{where}: expected a table")
+        seeds = table.get("seeds")
+        if seeds is not None and (
+            not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds)
+        ):
+            raise PreregistrationError(f"{where}.seeds: expected a list of integers")
+        claims = table.get("claims", {})
+        if not isinstance(claims, dict):
+            raise PreregistrationError(f"{where}.claims: expected a table of claims")
+        out[command] = Declaration(
+            command=command,
+            claims={cid: _claim(cid, c, f"{where}.claims.{cid}") for cid, c in claims.items()},
+            seeds=None if seeds is None else tuple(seeds),
+            stopping=str(table.get("stopping", "")),
+            retroactive=table.get("retroactive"),
+        )
+    return out
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, timeout=15, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _repo_relative(path: Path) -> str | None:
+    done = _git(path.parent, "rev-parse", "--show-toplevel")
+    if done is None or done.returncode != 0:
+        return None
+    top = Path(done.stdout.decode().strip())
+    try:
+        return path.resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def declaration_file(module: str) -> Path | None:
+    """The ``preregistration.toml`` shipped in the top-level package of ``module``, if any."""
+    top = module.split(".")[0]
+    try:
+        found = resources.files(top) / FILENAME
+    except (ModuleNotFoundError, TypeError):
+        return None
+    path = Path(str(found))
+    return path if path.is_file() else None
+
+
+def fingerprint(module: str, command: str) -> dict[str, Any] | None:
+    """What a run records in ``manifest.preregistration``: the file's repository path (or its
+    package path outside a checkout), its sha256, the command and its declared table; None
+    when the package declares nothing for ``command``."""
+    path = declaration_file(module)
+    if path is None:
+        return None
+    raw = path.read_bytes()
+    source = _repo_relative(path) or f"{module.split('.')[0]}/{FILENAME}"
+    decl = parse(raw.decode("utf-8"), source).get(command)
+    if decl is None:
+        return None
+    return {
+        "path": source,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "command": command,
+        "declared": decl.to_json(),
+    }
+
+
+def from_json(command: str, data: Mapping[str, Any]) -> Declaration:
+    """A :class:`Declaration` back from ``manifest.preregistration['declared']``."""
+    claims = {
+        cid: DeclaredClaim(
+            id=cid,
+            lhs=tuple(c["lhs"]),
+            rhs=float(c["rhs"]) if isinstance(c["rhs"], (int, float)) else tuple(c["rhs"]),
+            op=c["op"],
+            margin=float(c["margin"]),
+            requires=tuple(c.get("requires", ())),
+            optional=bool(c.get("optional", False)),
+        )
+        for cid, c in data.get("claims", {}).items()
+    }
+    seeds = data.get("seeds")
+    return Declaration(
+        command=command,
+        claims=claims,
+        seeds=None if seeds is None else tuple(seeds),
+        stopping=str(data.get("stopping", "")),
+        retroactive=data.get("retroactive"),
+    )
+
+
+def _as_key(ref: Any) -> tuple[str, ...]:
+    key = (ref.system, ref.metric) + ((ref.split,) if ref.split is not None else ())
+    return tuple(key)
+
+
+def deviations(claims: Sequence[Any], decl: Declaration, *, complete: bool = True) -> list[str]:
+    """How ``claims`` (the run's :class:`paperstack.records.Claim` list) differ from ``decl``:
+    an undeclared claim, a changed comparison, margin, operator or premise, and (``complete``)
+    a declared, non-optional claim the run did not make."""
+    out: list[str] = []
+    seen = set()
+    for c in claims:
+        seen.add(c.id)
+        d = decl.claims.get(c.id)
+        if d is None:
+            out.append(f"claim {c.id!r} is not declared")
+            continue
+        rhs = c.rhs if isinstance(c.rhs, float) else _as_key(c.rhs)
+        have = (_as_key(c.lhs), rhs, c.op, c.margin, tuple(c.requires))
+        want = (d.lhs, d.rhs, d.op, d.margin, d.requires)
+        names = ("lhs", "rhs", "op", "margin", "requires")
+        for name, h, w in zip(names, have, want, strict=True):
+            if h != w:
+                out.append(f"claim {c.id!r}: {name} {_show(h)} where {_show(w)} was declared")
+    if complete:
+        out += [
+            f"declared claim {cid!r} is missing"
+            for cid, d in decl.claims.items()
+            if cid not in seen and not d.optional
+        ]
+    return out
+
+
+def declared_run(config: Mapping[str, Any]) -> bool:
+    """Whether a run's config is the declared experiment: not ``--quick`` (a smoke run with
+    its own smaller systems) and not ``--model`` (a user's own checkpoint)."""
+    return not config.get("quick", False) and config.get("model") is None
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "/".join(map(str, v)) if all(isinstance(x, str) for x in v) else str(list(v))
+    return repr(v)
+
+
+def at_revision(revision: str, path: str, where: Path) -> bytes | None:
+    """The file ``path`` (repository-relative) at ``revision`` (``-dirty`` stripped) of the
+    repository holding ``where``, else of the current folder's (results written outside the
+    checkout); None when the revision or the file is not there."""
+    rev = revision.removesuffix("-dirty")
+    for folder in (where if where.is_dir() else where.parent, Path.cwd()):
+        done = _git(folder, "show", f"{rev}:{path}")
+        if done is not None and done.returncode == 0:
+            return done.stdout
+    return None
+
+
+def check(results: Any, where: Path) -> str:
+    """Compare ``results`` with the declaration at its revision (else the one it embeds).
+
+    Returns the sentence ``paperstack check`` prints; raises :class:`PreregistrationError`
+    when a claim differs from the declaration. ``where`` is the results file (its repository
+    is searched for the revision)."""
+    m = results.manifest
+    pre = m.preregistration
+    if not pre:
+        return "no pre-registration (the run predates it, or its package declares nothing)"
+    command = pre["command"]
+    if not declared_run(m.config):
+        return (
+            "not enforced (a --quick or --model run is not the declared experiment; "
+            "claims are compared only for the declared configuration)"
+        )
+    text = None
+    source = "the declaration it embeds"
+    if m.git_revision:
+        text = at_revision(m.git_revision, pre["path"], where)
+    if text is not None:
+        decl = parse(text.decode("utf-8"), f"{pre['path']}@{m.git_revision[:12]}").get(command)
+        if decl is None:
+            raise PreregistrationError(
+                f"manifest.preregistration: {pre['path']} at {m.git_revision[:12]} declares no "
+                f"[{command}]"
+            )
+        source = f"{pre['path']} at {m.git_revision.removesuffix('-dirty')[:12]}"
+    else:
+        decl = from_json(command, pre["declared"])
+        if m.git_revision:
+            source += " (not at its revision: declared in an uncommitted tree or a new file)"
+    # A run that makes no claim at all (a user's own data) is not the declared experiment.
+    found = deviations(results.claims, decl, complete=bool(results.claims))
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise PreregistrationError(
+            f"field 'claims': {found[0]}{more}, against {source}: claims must be declared "
+            "before the run"
+        )
+    seeds = m.config.get("seeds")
+    note = ""
+    if decl.seeds is not None and seeds is not None and tuple(seeds) != decl.seeds:
+        note = f"; seeds {list(seeds)} are not the declared {list(decl.seeds)} (a user's run)"
+    return f"claims match {source}{note}"
+
+
+# -- design history ----------------------------------------------------------------------------
+
+_LINE = re.compile(
+    r"^- (?P<date>\d{4}-\d{2}-\d{2}) (?P<command>[\w-]+): (?P<kind>[a-z]+): (?P<text>.+)$"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One design-history entry."""
+
+    date: str
+    command: str
+    kind: str
+    text: str
+
+
+def design_history(changelog: str, source: str = "CHANGELOG.md") -> list[Change]:
+    """The entries of the ``## Design history`` section of a CHANGELOG text, oldest first.
+
+    Continuation lines (indented) join the entry above; a line that starts with ``- `` but does
+    not read ``- YYYY-MM-DD command: kind: text`` with a known kind is an error naming it, so a
+    typo cannot drop a change from every report silently."""
+    lines = changelog.splitlines()
+    try:
+        start = next(i for i, s in enumerate(lines) if s.strip().lower() == "## design history")
+    except StopIteration:
+        return []
+    out: list[Change] = []
+    for number, line in enumerate(lines[start + 1 :], start + 2):
+        if line.startswith("## ") or line.startswith("# "):
+            break
+        if line.startswith("- "):
+            match = _LINE.match(line.rstrip())
+            if match is None or match["kind"] not in KINDS:
+                raise PreregistrationError(
+                    f"{source}:{number}: a design-history line reads "
+                    f"'- YYYY-MM-DD command: kind: text' with kind one of {', '.join(KINDS)}: "
+                    f"{line[:80]!r}"
+                )
+            out.append(Change(**match.groupdict()))
+        elif line.startswith((" ", "\t")) and line.strip() and out:
+            last = out[-1]
+            out[-1] = dataclasses.replace(last, text=f"{last.text} {line.strip()}")
+    return sorted(out, key=lambda c: c.date)
+
+
+def changelog_for(module: str) -> Path | None:
+    """The CHANGELOG.md of the checkout ``module`` runs from (``src/<module>`` two folders
+    below it), or None for an installed wheel, which carries no CHANGELOG."""
+    path = declaration_file(module)
+    try:
+        pkg_dir = path.parent if path else Path(str(resources.files(module.split(".")[0])))
+    except (ModuleNotFoundError, TypeError):
+        return None
+    candidate = pkg_dir.parent.parent / "CHANGELOG.md"
+    return candidate if pkg_dir.parent.name == "src" and candidate.is_file() else None
+
+
+def history_section(changes: Sequence[Change] | None, command: str) -> str:
+    """The report's ``## Design history`` section for ``command``."""
+    head = "## Design history\n\n"
+    if changes is None:
+        return head + "_not available: the package ran from an install without its CHANGELOG_\n"
+    mine = [c for c in changes if c.command == command]
+    if not mine:
+        return head + (
+            f"No change of design, seeds, margins, claims or statistics of `{command}` after an "
+            "earlier run is recorded in the package's CHANGELOG.\n"
+        )
+    lines = [f"- {c.date} ({c.kind}): {c.text}" for c in mine]
+    return head + (
+        "Changes made after an earlier run of this command (from the package's CHANGELOG); "
+        "a run after a change marked exploratory does not confirm its claims:\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+def history_for(module: str, command: str) -> str:
+    """The report's design-history section for ``command`` of the package ``module`` belongs
+    to, from its CHANGELOG; a malformed entry is an error (it would otherwise vanish from every
+    report). What a command that writes its report without ``ContractCLI`` passes to
+    :func:`paperstack.report.write_report` as ``history``."""
+    path = changelog_for(module)
+    if path is None:
+        return history_section(None, command)
+    return history_section(design_history(path.read_text(encoding="utf-8"), str(path)), command)
+
+
+def preregistration_section(results: Any) -> str:
+    """The report's ``## Pre-registration`` section: the declaration's file and fingerprint,
+    the stopping rule, declared against run seeds, and whether the claims match."""
+    m = results.manifest
+    pre = m.preregistration
+    head = "## Pre-registration\n\n"
+    if not pre:
+        return head + "_none: this run predates the package's declaration_\n"
+    decl = from_json(pre["command"], pre["declared"])
+    enforced = declared_run(m.config)
+    found = deviations(results.claims, decl, complete=bool(results.claims)) if enforced else []
+    seeds = m.config.get("seeds")
+    lines = [
+        f"- declared in `{pre['path']}` (sha256 {pre['sha256'][:12]}), `[{pre['command']}]`",
+        f"- stopping rule: {decl.stopping or 'not stated'}",
+        f"- seeds: declared {list(decl.seeds) if decl.seeds is not None else 'not fixed'}, "
+        f"run {seeds}",
+        "- claims: "
+        + (
+            "not compared (a --quick or --model run is not the declared experiment)"
+            if not enforced
+            else "all match the declaration"
+            if not found
+            else "DEVIATE: " + "; ".join(found)
+        ),
+    ]
+    if decl.retroactive:
+        lines.append(f"- retroactive: {decl.retroactive}")
+    return head + "\n".join(lines) + "\n"
+
+
+def _toml_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _toml_key(ref: Any) -> str:
+    if isinstance(ref, float):
+        return repr(ref)
+    return "[" + ", ".join(_toml_str(x) for x in _as_key(ref)) + "]"
+
+
+def to_toml(
+    results: Any, command: str, *, stopping: str = "", retroactive: str | None = None
+) -> str:
+    """A ``[command]`` table declaring what ``results`` claims and the seeds it ran: the way
+    to write a declaration from a run on validation seeds, before the reported run."""
+    m = results.manifest
+    seeds = m.config.get("seeds")
+    out = [f"[{command}]"]
+    if seeds is not None:
+        out.append(f"seeds = {list(seeds)}")
+    out.append(f"stopping = {_toml_str(stopping)}")
+    if retroactive:
+        out.append(f"retroactive = {_toml_str(retroactive)}")
+    for c in results.claims:
+        out += [
+            "",
+            f"[{command}.claims.{c.id}]",
+            f"lhs = {_toml_key(c.lhs)}",
+            f"rhs = {_toml_key(c.rhs)}",
+            f'op = "{c.op}"',
+            f"margin = {c.margin!r}",
+        ]
+        if c.requires:
+            out.append("requires = [" + ", ".join(_toml_str(r) for r in c.requires) + "]")
+    return "\n".join(out) + "\n"
