@@ -148,6 +148,13 @@ def test_check_fails_claims_changed_after_the_declared_revision(
     assert len(err.splitlines()) == 1
     assert "claim 'beats': margin 0.1 where 0.0 was declared" in err
     assert "claims must be declared before the run" in err
+    # the report itself says so once `paperstack collect` refreshes it
+    from paperstack.report import refresh_report
+
+    assert refresh_report(out / "report.md", load_results(out), None)
+    section = (out / "report.md").read_text().split("## Pre-registration")[1]
+    assert "- claims: all match the declaration" in section  # the copy the run read
+    assert "- `paperstack check`: FAILS: field 'claims': claim 'beats': margin 0.1" in section
 
 
 def test_a_run_that_deviates_from_its_declaration_warns_and_fails_check(

@@ -446,9 +446,12 @@ def history_for(module: str, command: str) -> str:
     return history_section(design_history(path.read_text(encoding="utf-8"), str(path)), command)
 
 
-def preregistration_section(results: Any) -> str:
+def preregistration_section(results: Any, where: Path | None = None) -> str:
     """The report's ``## Pre-registration`` section: the declaration's file and fingerprint,
-    the stopping rule, declared against run seeds, and whether the claims match."""
+    the stopping rule, declared against run seeds, and whether the claims match the declaration
+    the run read. With ``where`` (the results file in a checkout: ``paperstack collect``), also
+    the verdict of :func:`check` against the declaration at the run's git revision, so a claim
+    declared in the same uncommitted tree that ran is marked as such in the report itself."""
     m = results.manifest
     pre = m.preregistration
     head = "## Pre-registration\n\n"
@@ -474,6 +477,11 @@ def preregistration_section(results: Any) -> str:
     ]
     if decl.retroactive:
         lines.append(f"- retroactive: {decl.retroactive}")
+    if where is not None and enforced:
+        try:
+            lines.append(f"- `paperstack check`: {check(results, where)}")
+        except PreregistrationError as exc:
+            lines.append(f"- `paperstack check`: FAILS: {exc}")
     return head + "\n".join(lines) + "\n"
 
 

@@ -251,7 +251,7 @@ def refresh_report(md: Path, res: Results, repo: Path | None) -> bool:
     if "\n## Claims\n" not in text or "\n## Run\n" not in text:
         return False
     new = _replace_section(text, "Claims", "## Claims\n\n" + claims_table(res.claims))
-    new = _replace_section(new, "Pre-registration", preregistration_section(res))
+    new = _replace_section(new, "Pre-registration", preregistration_section(res, md))
     command = _command_of(res)
     changelog = _changelog(repo, res.manifest.package) if repo is not None else None
     if command is not None and changelog is not None:
