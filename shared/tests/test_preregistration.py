@@ -293,3 +293,21 @@ def test_collect_refreshes_derived_sections_of_older_reports(tmp_path: Path) -> 
     write_index(tmp_path / "reports")
     assert (reports / "report.md").read_text() == new  # idempotent
     assert new.count("## Design history") == 1
+
+
+def test_a_non_editable_install_inside_the_checkout_names_the_tracked_file(
+    toy_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``nox -s reproduce`` installs the package into a venv inside the checkout: the manifest
+    must name the tracked declaration, which ``paperstack check`` can find at the revision."""
+    site = toy_repo / ".venv" / "site"
+    shutil.copytree(toy_repo / "src" / "toyprereg", site / "toyprereg")
+    (toy_repo / ".gitignore").write_text(".venv/\n")
+    monkeypatch.syspath_prepend(str(site))
+    out = tmp_path / "out"
+    assert _run(toy_repo, out) == 0
+    assert str(sys.modules["toyprereg"].__file__).startswith(str(site))  # the installed copy ran
+    res = load_results(out)
+    assert res.manifest.preregistration is not None
+    assert res.manifest.preregistration["path"] == "src/toyprereg/preregistration.toml"
+    assert "at " in pre.check(res, out / "results.json")

@@ -186,15 +186,29 @@ def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
         return None
 
 
-def _repo_relative(path: Path) -> str | None:
-    done = _git(path.parent, "rev-parse", "--show-toplevel")
-    if done is None or done.returncode != 0:
-        return None
-    top = Path(done.stdout.decode().strip())
-    try:
-        return path.resolve().relative_to(top.resolve()).as_posix()
-    except ValueError:
-        return None
+def _repo_relative(path: Path, top_module: str) -> str | None:
+    """``path``'s place in the git checkout it was read from, as tracked there: the file itself
+    when it is tracked (an editable install, PYTHONPATH), else the checkout's one tracked
+    ``*/src/<top_module>/preregistration.toml`` (a non-editable install into a venv inside the
+    checkout, as ``nox -s reproduce`` makes, or run from the checkout's folder); None outside."""
+    for folder in (path.parent, Path.cwd()):
+        done = _git(folder, "rev-parse", "--show-toplevel")
+        if done is None or done.returncode != 0:
+            continue
+        top = Path(done.stdout.decode().strip())
+        try:
+            rel = path.resolve().relative_to(top.resolve()).as_posix()
+        except ValueError:
+            rel = None
+        if rel is not None:
+            tracked = _git(top, "ls-files", "--error-unmatch", "--", rel)
+            if tracked is not None and tracked.returncode == 0:
+                return rel
+        found = _git(top, "ls-files", "--", f"*src/{top_module}/{FILENAME}")
+        names = found.stdout.decode().split() if found is not None and found.returncode == 0 else []
+        if len(names) == 1:
+            return names[0]
+    return None
 
 
 def declaration_file(module: str) -> Path | None:
@@ -216,7 +230,8 @@ def fingerprint(module: str, command: str) -> dict[str, Any] | None:
     if path is None:
         return None
     raw = path.read_bytes()
-    source = _repo_relative(path) or f"{module.split('.')[0]}/{FILENAME}"
+    top = module.split(".")[0]
+    source = _repo_relative(path, top) or f"{top}/{FILENAME}"
     decl = parse(raw.decode("utf-8"), source).get(command)
     if decl is None:
         return None
