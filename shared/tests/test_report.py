@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from paperstack.records import Claim, Manifest, Results, Row
 from paperstack.report import (
     bar_chart,
@@ -70,3 +72,23 @@ def test_report_and_figure(tmp_path: Path) -> None:
     assert text.startswith("# Toy\n")
     assert "![acc](acc.png)" in text
     assert "- seed: 0" in text
+
+
+def test_the_run_section_says_when_the_cores_were_shared() -> None:
+    from paperstack.report import _load_text
+
+    assert _load_text({"cpus": 2}) == ""  # older manifests: nothing claimed
+    quiet = _load_text({"cpus": 2, "loadavg": [0.4, 0.5, 0.6], "loadavg_at_finish": [1.1, 1, 1]})
+    assert quiet == ", load average 0.4 at the start, 1.1 at the end"
+    busy = _load_text({"cpus": 2, "loadavg": [0.4, 0.5, 0.6], "loadavg_at_finish": [12.5, 9, 8]})
+    assert busy.endswith("(the cores were shared: timings are not a quiet machine's)")
+
+
+def test_a_manifest_records_the_load_at_start_and_finish() -> None:
+    import os
+
+    if not hasattr(os, "getloadavg"):
+        pytest.skip("no load average on this platform")
+    m = Manifest.collect("p", "0.1").finish()
+    assert len(m.host["loadavg"]) == 3
+    assert len(m.host["loadavg_at_finish"]) == 3

@@ -527,8 +527,12 @@ class Manifest(_Model):
         )
 
     def finish(self) -> Manifest:
-        """A copy stamped with the finishing time."""
-        return self.model_copy(update={"finished": _now()})
+        """A copy stamped with the finishing time (and the load average then, beside the
+        start's)."""
+        host = dict(self.host)
+        with contextlib.suppress(OSError, AttributeError):
+            host["loadavg_at_finish"] = [round(x, 2) for x in os.getloadavg()]
+        return self.model_copy(update={"finished": _now(), "host": host})
 
 
 class Row(_Model):
@@ -1278,6 +1282,10 @@ def _host() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
     }
+    with contextlib.suppress(OSError, AttributeError):  # not on Windows
+        # Timed comparisons (time-limited solvers, throughput) depend on what else ran: a
+        # reader must see that a run shared its cores (load average over 1, 5, 15 minutes).
+        host["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     torch = sys.modules.get("torch")  # only report CUDA if the run already imported torch
     if torch is not None:
         try:

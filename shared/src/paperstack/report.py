@@ -157,13 +157,30 @@ def write_report(
         f"- git revision: {m.git_revision or 'unknown'}",
         f"- started: {m.started}" + (f", finished: {m.finished}" if m.finished else ""),
         f"- host: {m.host.get('platform', '?')}, {m.host.get('cpus', '?')} CPUs"
-        + (f", {m.host['cuda_device']}" if "cuda_device" in m.host else ""),
+        + (f", {m.host['cuda_device']}" if "cuda_device" in m.host else "")
+        + _load_text(m.host),
         f"- libraries: {libs}",
     ]
     if m.command:
         run.append("- command: `" + " ".join(m.command) + "`")
     parts.append("\n".join(run) + "\n")
     return atomic_write(out / name, "\n".join(parts))
+
+
+def _load_text(host: dict[str, object]) -> str:
+    """``, load average 12.3 at the start, 14.1 at the end (the cores were shared: ...)``."""
+    start, end = host.get("loadavg"), host.get("loadavg_at_finish")
+    if not isinstance(start, list) or not start:
+        return ""
+    text = f", load average {start[0]:g} at the start"
+    peak = float(start[0])
+    if isinstance(end, list) and end:
+        text += f", {end[0]:g} at the end"
+        peak = max(peak, float(end[0]))
+    cpus = host.get("cpus")
+    if peak > 1.5 * (cpus if isinstance(cpus, int) and cpus > 0 else 1):
+        text += " (the cores were shared: timings are not a quiet machine's)"
+    return text
 
 
 def bar_chart(
