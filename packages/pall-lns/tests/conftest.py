@@ -24,3 +24,14 @@ def write_lp(tmp_path):
         return p
 
     return _write
+
+
+@pytest.fixture
+def knapsack_lp(tmp_path):
+    """A three-item knapsack SCIP proves optimal (9: x and y) in milliseconds."""
+    p = tmp_path / "knap.lp"
+    p.write_text(
+        "Maximize\n obj: 5 x + 4 y + 3 z\nSubject To\n c1: 2 x + 3 y + z <= 5\n"
+        "Binary\n x y z\nEnd\n"
+    )
+    return p

@@ -74,3 +74,16 @@ def test_highs_child_is_stopped_after_budget_and_grace(tmp_path):
     # spawn start-up (not charged) + 1 s; far under what a blocked read would take (forever)
     assert wall < 30, wall
     assert 0.9 <= res.wall_s < 30
+
+
+def test_scip_alns_turns_up_scips_own_alns_only(smoke_dir):
+    """``scip-alns`` (issue #53): SCIP's ALNS heuristic at every node, the rest default."""
+    from pall_lns.baselines import ALNS_PARAMS
+    from pall_lns.experiment import METHODS
+
+    assert "scip-alns" in METHODS
+    assert ALNS_PARAMS["heuristics/alns/freq"] == 1
+    assert all(k.startswith("heuristics/alns/") for k in ALNS_PARAMS)
+    res = run_scip(smoke_dir / "auction-smoke-s7.lp", 1.0, alns=True)
+    assert res.objective is not None
+    assert res.timeline

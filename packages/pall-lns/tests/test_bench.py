@@ -56,7 +56,7 @@ def test_bench_compare_pairs_pall_with_every_baseline(tmp_path):
     assert main([*argv, "--families", "setcover", "--no-progress"]) == 0
     res = load_results(out / "bench.json")
     ids = {c.id for c in res.claims}
-    for base in ("scip", "scip-aggressive", "highs", "lns-random", "lns-bandit"):
+    for base in ("scip", "scip-aggressive", "scip-alns", "highs", "lns-random", "lns-bandit"):
         assert f"smoke_pall_beats_{base}_integral" in ids
         assert f"smoke_pall_beats_{base}_gap" in ids
     assert res.row("pall", "primal_integral", "all").n == 1  # one instance per family and seed
@@ -65,7 +65,7 @@ def test_bench_compare_pairs_pall_with_every_baseline(tmp_path):
     # Resumable: a rerun into the same --out reuses every finished run of the same budget.
     log = out / "compare-runs.jsonl"
     lines = log.read_text().splitlines()
-    assert len(lines) == 6
+    assert len(lines) == 7
     assert main([*argv, "--families", "setcover", "--no-progress"]) == 0
     assert log.read_text().splitlines() == lines
     again = load_results(out / "bench.json")

@@ -298,3 +298,18 @@ def test_solve_with_each_bandit(smoke_dir, tmp_path, selector):
     argv = ["solve", model, "--time-limit", "0.8", "--selector", selector, "--sync", "--quiet"]
     assert main([*argv, "--sol", str(sol), "--trajectory", str(traj)]) == 0
     assert sol.read_text().startswith("objective value:")
+
+
+def test_solve_returns_at_once_when_scip_proves_the_optimum(knapsack_lp, capsys):
+    """Issue #53: ``pall solve`` stops at SCIP's proof of optimality, not at --time-limit."""
+    import time
+
+    model = knapsack_lp
+    t = time.perf_counter()
+    assert main(["solve", str(model), "--time-limit", "60", "--sync"]) == 0
+    assert time.perf_counter() - t < 15.0
+    out = capsys.readouterr().out
+    assert "proven optimal by SCIP" in out
+    assert "objective 9 " in out
+    final = json.loads(model.with_suffix(".trajectory.jsonl").read_text().splitlines()[-1])
+    assert final["stop"] == "optimal"

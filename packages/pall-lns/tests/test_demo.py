@@ -19,6 +19,11 @@ CLAIMS = {
     "pall_beats_scip_integral",
     "pall_beats_scip_aggressive_integral",
     "pall_beats_highs_integral",
+    "pall_beats_scip_alns_integral",
+    "pall_beats_scip_final_gap",
+    "pall_beats_scip_aggressive_final_gap",
+    "pall_beats_scip_alns_final_gap",
+    "pall_beats_highs_final_gap",
     "lm_beats_bandit",
     "lm_beats_random_online",
     "async_beats_sync",
@@ -75,6 +80,10 @@ def test_demo_quick_writes_valid_results_with_claims_from_rows(demo_dir):
         assert lm.items.keys() == rnd.items.keys()  # the same held-out states
         assert all(0.0 <= v <= 1.0 for v in lm.items.values())
     assert results.manifest.config["pall_decisions"] > 0
+    gated = {c.id: c.requires for c in results.claims}
+    assert gated["pall_beats_scip_final_gap"] == ("premise_scip_leaves_room",)
+    assert gated["lm_beats_random_heldout"] == ("premise_operator_choice_matters",)
+    assert gated["pall_beats_highs_final_gap"] == ()
     assert (demo_dir / "report.md").read_text().startswith("# pall-lns")
 
 
@@ -88,3 +97,30 @@ def test_demo_claims_follow_the_rows_not_the_code(demo_dir):
     bad.write_text(json.dumps(data))
     with pytest.raises(ResultsFormatError, match="does not follow from its rows"):
         load_results(bad)
+
+
+def test_claims_per_family_on_final_gap_and_integral_gated_on_the_premise():
+    """Issue #53: the final gap beside the integral, per family (splits of two or more
+    instances), PALL against SCIP, SCIP's ALNS and HiGHS; a premise not held gates them."""
+    from pall_lns.experiment import FAMILY_BASELINES, claims_from_rows
+
+    from paperstack.records import Row
+
+    rows = []
+    for system, base in (("pall", 0.1), ("scip", 0.0), ("scip-alns", 0.3), ("highs", 0.2)):
+        for metric in ("primal_gap", "primal_integral"):
+            for split in ("setcover", "all"):
+                step = {"scip": 0.0, "pall": 0.02}.get(system, 0.01)
+                items = {f"i{k}": base + step * k for k in range(3)}
+                rows.append(Row.from_items(system, metric, items, split=split))
+    claims = {c.id: c for c in claims_from_rows(rows)}
+    for base in FAMILY_BASELINES:
+        b = base.replace("-", "_")
+        assert f"setcover_pall_beats_{b}_final_gap" in claims
+        assert f"setcover_pall_beats_{b}_integral" in claims
+    # SCIP's gap is 0 everywhere: the premise is not held and gates the claims against SCIP
+    assert claims["premise_scip_leaves_room"].verdict != "held"
+    gated = claims["setcover_pall_beats_scip_alns_final_gap"]
+    assert gated.verdict == "inconclusive"
+    assert gated.unmet == ("premise_scip_leaves_room",)
+    assert claims["setcover_pall_beats_highs_final_gap"].verdict == "held"  # not gated

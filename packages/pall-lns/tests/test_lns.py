@@ -254,3 +254,68 @@ def test_100k_variable_set_cover_solves_to_a_checked_solution(tmp_path):
     res = run_lns(path, default_pool(), UCBSelector(6), LnsConfig(30.0))
     assert res.x is not None
     assert inst.is_feasible(res.x)
+
+
+def test_a_model_scip_solves_at_once_returns_at_once(knapsack_lp):
+    """Issue #53: SCIP proved a model optimal in its first 0.09 s and the search still ran
+    to its time limit. Its proof (status or dual bound) now ends the run."""
+    path = knapsack_lp
+    t = time.perf_counter()
+    res = run_lns(path, default_pool(), UCBSelector(6), LnsConfig(30.0))
+    assert time.perf_counter() - t < 10.0  # not 30 s: generous for a loaded CI machine
+    assert res.stats["stop"] == "optimal"
+    assert res.iterations == 0
+    assert res.objective == pytest.approx(9.0)  # x + y
+    assert res.stats["gap"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_gap_tolerance_stops_the_search(smoke_dir):
+    """``gap``: the run ends once the incumbent is within it of SCIP's dual bound; with a
+    tolerance of 0.99 that is the first incumbent SCIP's root gives (dual bound > 0)."""
+    path = smoke_dir / "setcover-smoke-s7.lp"
+    res = run_lns(path, default_pool(), UCBSelector(6), LnsConfig(30.0, gap=0.99))
+    assert res.stats["stop"] in ("gap", "optimal")
+    assert res.stats["gap"] <= 0.99
+    assert res.wall_s < 10.0
+    # without a tolerance the same model is searched until the limit (SCIP has not proved it)
+    res = run_lns(path, default_pool(), UCBSelector(6), LnsConfig(1.0, init_frac=0.05))
+    assert res.stats["stop"] in ("time_limit", "optimal")
+    if res.stats["stop"] == "time_limit":
+        assert res.stats["gap"] > 0
+
+
+@pytest.mark.parametrize(("field", "value"), [("gap", -0.1), ("gap", 1.0), ("first_grace", -1)])
+def test_config_refuses_bad_gap_and_grace(field, value):
+    with pytest.raises(PallError, match=field.replace("_", "-")):
+        LnsConfig(1.0, **{field: value})
+
+
+def test_first_grace_is_not_charged_and_is_reported(monkeypatch, smoke_dir):
+    """``first_grace``: when SCIP's first incumbent comes after the initial share, the time
+    past it is not charged (the loop still gets its share) and the result says how much."""
+    from pall_lns import submip
+
+    real = submip.SubMipSolver.initial
+
+    def slow(self, *args, **kwargs):
+        time.sleep(1.5)  # a loaded machine: the first solution comes late
+        out = real(self, *args, **kwargs)
+        out.timeline = [(t + 1.5, v) for t, v in out.timeline]
+        return out
+
+    monkeypatch.setattr(submip.SubMipSolver, "initial", slow)
+    path = smoke_dir / "indset-smoke-s7.lp"
+    res = run_lns(path, default_pool(), UCBSelector(6), LnsConfig(1.0, first_grace=5.0))
+    assert res.stats["first_solution_extra_s"] > 1.0
+    assert res.x is not None
+    if res.stats["stop"] == "time_limit":
+        assert res.iterations >= 1  # the loop kept its share of the budget
+
+
+def test_gap_none_searches_to_the_limit_after_a_proof(knapsack_lp):
+    """``gap=None`` (``pall bench``): the loop is what is measured, so it runs to the limit
+    even on a model SCIP proved optimal."""
+    res = run_lns(knapsack_lp, default_pool(), UCBSelector(6), LnsConfig(0.5, gap=None))
+    assert res.stats["stop"] == "time_limit"
+    assert res.iterations >= 1
+    assert res.objective == pytest.approx(9.0)

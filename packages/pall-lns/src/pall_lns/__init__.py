@@ -7,7 +7,7 @@ asynchronously in its own worker process. Importing this package imports neither
 torch: they are loaded when a model is read or an LM is used.
 """
 
-__version__ = "0.2.4"
+__version__ = "0.3.0"
 
 from pall_lns.errors import PallError
 from pall_lns.generators import generate

@@ -251,8 +251,33 @@ def _solve_arguments(s: argparse.ArgumentParser) -> None:
         help="free solved sub-MIPs on the search's own thread (one core; default: a second "
         "thread frees one while the next solves)",
     )
+    s.add_argument(
+        "--gap",
+        type=_gap,
+        default=0.0,
+        help="stop once the incumbent is within this relative gap of SCIP's dual bound "
+        "(default 0: stop when SCIP proved it optimal)",
+    )
+    s.add_argument(
+        "--first-grace",
+        type=seconds("--first-grace", zero=True),
+        default=30.0,
+        help="seconds SCIP's first run may go on past its share while it has no solution, not "
+        "charged to --time-limit (said in the output; default %(default)s, 0: none)",
+    )
     s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _gap(text: str) -> float:
+    """A relative gap in [0, 1) for ``--gap`` (argparse turns the error into one line)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+    if not (math.isfinite(v) and 0 <= v < 1):
+        raise argparse.ArgumentTypeError(f"{text}: must be a relative gap in [0, 1)")
+    return v
 
 
 @cli.command("solve", "run PALL on a .lp/.mps model and write the solution", _solve_arguments)
@@ -278,6 +303,8 @@ def _solve(args: argparse.Namespace) -> int:
         async_select=not args.sync,
         submip_time=args.submip_time,
         background_free=not args.no_background_free,
+        gap=args.gap,
+        first_grace=args.first_grace,
     )
     with sigterm_as_ctrl_c() as signals:
         try:
@@ -289,7 +316,10 @@ def _solve(args: argparse.Namespace) -> int:
     if res.x is None:
         if res.interrupted:  # stopped before SCIP's first incumbent: the guard says which
             raise Terminated() if signals.terminated else KeyboardInterrupt()
-        raise PallError(f"{model}: no feasible solution found within {args.time_limit:g}s")
+        raise PallError(
+            f"{model}: no feasible solution found within {args.time_limit:g}s "
+            f"(+{args.first_grace:g}s --first-grace)"
+        )
     # run_lns checked res.x against the original model (every row, bound and integrality)
     # before returning it; re-reading the file here would cost seconds on large models.
     write_sol(sol, res.names, res.x, res.objective)
@@ -297,6 +327,17 @@ def _solve(args: argparse.Namespace) -> int:
     if res.interrupted:
         state = "terminated (SIGTERM)" if signals.terminated else "interrupted"
     fallback = f", {res.fallbacks} selector fallbacks" if res.fallbacks else ""
+    extra = res.stats.get("first_solution_extra_s", 0.0)
+    if extra > 0:
+        _log(
+            f"SCIP's first solution took {extra:.1f}s past its share of the budget: that time "
+            "was not charged to --time-limit (--first-grace)"
+        )
+    stop = res.stats.get("stop")
+    if stop == "optimal":
+        state += ", proven optimal by SCIP"
+    elif stop == "gap":
+        state += f", within --gap {args.gap:g} of SCIP's dual bound (gap {res.stats['gap']:.3g})"
     print(
         f"{PROG}: {state}: objective {res.objective:.10g} after {res.wall_s:.1f}s, "
         f"{res.iterations} LNS iterations, overhead {res.overhead:.1%}{fallback}; "

@@ -94,6 +94,18 @@ class LnsConfig:
     #: other one solves (True), or on the critical path (False: one core only, for rows that
     #: compare methods at equal cores; :class:`~pall_lns.submip.SubMipSolver`).
     background_free: bool = True
+    #: Relative gap tolerance: the search stops once ``|f - dual| / max(|f|, |dual|)`` is at
+    #: most this (the dual bound is SCIP's, from the initial run, which also gets it as its
+    #: ``limits/gap``). 0: only when SCIP proved the incumbent optimal. Why: a run that SCIP
+    #: solved in its first 0.09 s went on for 541 iterations to its time limit (issue #53).
+    #: ``None``: never stop early (``pall bench``, which measures the loop itself).
+    gap: float | None = 0.0
+    #: Seconds the initial SCIP run may go on past its share of ``T`` while it has no
+    #: incumbent; that extra time is not charged to the budget (the clock is moved on by it and
+    #: ``stats["first_solution_extra_s"]`` says how much). 0: the first incumbent must come
+    #: within ``T`` (the equal-wall-time comparisons). Why: under load a short run on a 100k
+    #: model ended with no solution at all ("no feasible solution found in 2s").
+    first_grace: float = 0.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.time_limit) and self.time_limit > 0):
@@ -110,6 +122,10 @@ class LnsConfig:
             raise PallError(f"init_root_frac {self.init_root_frac}: must be in [0, 1)")
         if not 0 <= self.overhead_share < 1:
             raise PallError(f"overhead_share {self.overhead_share}: must be in [0, 1)")
+        if self.gap is not None and not (math.isfinite(self.gap) and 0 <= self.gap < 1):
+            raise PallError(f"--gap {self.gap:g}: must be a relative gap in [0, 1)")
+        if not (math.isfinite(self.first_grace) and self.first_grace >= 0):
+            raise PallError(f"--first-grace {self.first_grace:g}: must be a finite number >= 0")
 
     @property
     def tau(self) -> float:
@@ -204,6 +220,8 @@ class _Search:
         self.dual = -np.inf
         self.timeline: list[tuple[float, float]] = []
         self.uncharged = 0.0
+        self.init_status = ""
+        self.first_extra = 0.0  # seconds past the initial share, not charged (first_grace)
         #: Seconds of the loop's own phases outside the sub-MIP (``bench`` prints them).
         self.phases: dict[str, float] = {}
 
@@ -220,12 +238,22 @@ class _Search:
     def start(self) -> None:
         budget = self.cfg.init_frac * self.cfg.time_limit
         start = self.now()
+        grace = self.cfg.first_grace
         init = self.solver.initial(
             budget,
-            max_time=self.cfg.time_limit - start,
+            max_time=self.cfg.time_limit - start + grace,
             root_time=max(budget, self.cfg.init_root_frac * self.cfg.time_limit - start),
+            gap=self.cfg.gap or 0.0,
         )
-        self.timeline += [(start + t, v) for t, v in init.timeline]
+        self.init_status = init.status
+        timeline = [(start + t, v) for t, v in init.timeline]
+        if grace > 0 and timeline and timeline[0][0] > start + budget:
+            # The first incumbent came after the initial share: the time from there to the end
+            # of the initial run is not charged, so the LNS keeps its share of the budget.
+            self.first_extra = max(0.0, self.now() - (start + budget))
+            self.t0 += self.first_extra
+            timeline = [(min(t, start + budget), v) for t, v in timeline]
+        self.timeline += timeline
         self.x_lp, self.dual = init.x_lp, init.dual_bound
         if init.x is not None:
             bad, what = self.inst.violation(init.x)
@@ -233,6 +261,18 @@ class _Search:
                 raise PallError(f"{self.inst.name}: SCIP's initial solution violates {what}")
             self.x, self.f = init.x, init.obj
             self.act = self.inst.activity(init.x)
+
+    def reached(self) -> str | None:
+        """``"optimal"`` once SCIP proved the incumbent optimal, ``"gap"`` once the gap to its
+        dual bound is within ``cfg.gap``, else ``None`` (search on)."""
+        if self.x is None or self.cfg.gap is None:
+            return None
+        g = self.gap()
+        if self.init_status == "optimal" or g <= 1e-9:
+            return "optimal"
+        if g <= self.cfg.gap:
+            return "gap"
+        return None
 
     def gap(self) -> float:
         if not np.isfinite(self.dual) or not np.isfinite(self.f):
@@ -362,6 +402,7 @@ def run_lns(
     fallbacks = 0
     decide_s = 0.0
     interrupted = False
+    stop: str | None = None
     submip_s = loop_s = init_end = 0.0
     fixed_costs: list[float] = []  # seconds outside optimize() per iteration (amortisation)
     try:
@@ -377,10 +418,12 @@ def run_lns(
         elif not interrupted:  # interrupted first: the caller says so, not "no solution"
             raise PallError(
                 f"{s.inst.name}: no feasible solution found in "
-                f"{cfg.time_limit:g}s (SCIP found none)"
+                f"{cfg.time_limit + cfg.first_grace:g}s (SCIP found none; "
+                "a longer --first-grace lets its first run go on)"
             )
         loop_start = init_end = s.now()
-        while not interrupted and s.now() < cfg.time_limit - 0.02:
+        stop = s.reached()
+        while stop is None and not interrupted and s.now() < cfg.time_limit - 0.02:
             it_start = s.now()
             left = cfg.time_limit - s.now()
             tau = min(cfg.amortised_tau(fixed_costs), left)
@@ -423,6 +466,8 @@ def run_lns(
             submip_s += res.solve_s
             interrupted = s.solver.interrupted or _STOP.is_set()
             r_b, improved = s.apply(op, res, seconds, tau)
+            if improved:
+                stop = s.reached()
             (asel if asel is not None else selector).update(ctx, op, r_b)
             if improved and on_improve:
                 on_improve(Progress(s.now(), s.inst.sense * s.f, s.iteration, s.ops[op].label))
@@ -503,6 +548,11 @@ def run_lns(
             ),
             "builder_reason": s.solver.builder_reason,
             "init_end_s": init_end,
+            # why the search ended: "optimal" (SCIP's proof), "gap" (within cfg.gap of SCIP's
+            # dual bound), "interrupted" or "time_limit"
+            "stop": stop or ("interrupted" if interrupted else "time_limit"),
+            "gap": s.gap() if s.x is not None else None,
+            "first_solution_extra_s": s.first_extra,
             "worker_startup_s": startup_s,
             "worker_cpu_s": asel.worker_cpu_s if asel is not None else 0.0,
             "decision_s": (float(sum(asel.latencies)) if asel is not None else decide_s),
@@ -520,6 +570,8 @@ def run_lns(
                 "overhead": result.overhead,
                 "interrupted": interrupted,
                 "fallbacks": result.fallbacks,
+                "stop": result.stats["stop"],
+                "gap": result.stats["gap"],
             }
         )
         writer.close()

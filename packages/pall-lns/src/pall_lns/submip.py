@@ -175,7 +175,11 @@ class SubMipSolver:
 
     # ------------------------------------------------------------------ initial run
     def initial(
-        self, time_limit: float, max_time: float | None = None, root_time: float | None = None
+        self,
+        time_limit: float,
+        max_time: float | None = None,
+        root_time: float | None = None,
+        gap: float = 0.0,
     ) -> InitialResult:
         """A short plain-SCIP run for the first incumbent, the root LP point and a dual bound.
 
@@ -236,6 +240,9 @@ class SubMipSolver:
             m.includeEventhdlr(_Handler(), "pall_init", "first LP point and incumbents")
             self._handler_included = True
         sink["active"] = True
+        # ``gap``: SCIP stops on its own once its gap is that small (status "gaplimit"); reset
+        # below, so the sub-MIPs on this model still solve to optimality within their limit.
+        m.setRealParam("limits/gap", float(gap))
         m.setRealParam("limits/time", max(0.05, time_limit))
         m.optimize()
         limit = max(0.05, time_limit)
@@ -289,6 +296,7 @@ class SubMipSolver:
             base = x if x is not None else np.zeros(self.inst.n)
             x_lp = np.array([lp.get(nm, base[j]) for j, nm in enumerate(self.inst.names)])
         m.freeTransform()
+        m.setRealParam("limits/gap", 0.0)
         return InitialResult(status, x, obj, x_lp, float(dual), timeline)
 
     # ------------------------------------------------------------------ sub-MIP
