@@ -130,3 +130,28 @@ def test_set_threads_sets_torch_and_env() -> None:
         assert os.environ["OMP_NUM_THREADS"] == "1"
     finally:
         torch.set_num_threads(before)
+
+
+def test_non_numeric_outputs_are_compared_for_equality() -> None:
+    from paperstack.bench import max_abs_diff
+
+    ref = {"name": "survival-00", "alive": True, "ranks": ["a", "b"], "score": 1.5, "x": None}
+    assert max_abs_diff(dict(ref), ref) == 0.0
+    assert max_abs_diff({**ref, "name": "survival-01"}, ref) == math.inf
+    assert max_abs_diff({**ref, "ranks": ["b", "a"]}, ref) == math.inf
+    assert max_abs_diff({**ref, "alive": False}, ref) == math.inf
+    import numpy as np
+
+    assert max_abs_diff(np.array(["a", "b"]), np.array(["a", "b"])) == 0.0
+    assert max_abs_diff(np.array(["a", "c"]), np.array(["a", "b"])) == math.inf
+
+
+def test_correctness_claim_can_say_what_a_callable_check_compares() -> None:
+    cmp = compare_speed(
+        {"a": lambda: [1, 2], "b": lambda: [1, 2]}, baseline="a", repeats=3, warmup=1,
+        check=lambda out, ref: float(len(out) != len(ref)),
+    )  # fmt: skip
+    rows = cmp.rows()
+    claim = cmp.correctness_claim("b", rows, statement="b returns as many items as a")
+    assert claim.statement == "b returns as many items as a"
+    assert claim.verdict == "held"

@@ -311,3 +311,47 @@ def test_a_non_editable_install_inside_the_checkout_names_the_tracked_file(
     assert res.manifest.preregistration is not None
     assert res.manifest.preregistration["path"] == "src/toyprereg/preregistration.toml"
     assert "at " in pre.check(res, out / "results.json")
+
+
+def test_a_variant_table_binds_the_runs_that_set_its_flag() -> None:
+    text = DECLARATION.format(margin=0.0) + (
+        '\n["demo --real"]\ncommand = "demo"\nwhen = "real"\nseeds = [0]\n\n'
+        '["demo --real".claims.real_beats]\nlhs = ["m", "acc"]\nrhs = 0.5\nop = "gt"\n'
+    )
+    decls = pre.parse(text)
+    assert pre.select(decls, "demo", {"real": False}) is decls["demo"]
+    real = pre.select(decls, "demo", {"real": True})
+    assert real is not None
+    assert real.name == "demo --real"
+    assert list(real.claims) == ["real_beats"]
+    assert pre.select(decls, "bench", {}) is None
+    assert pre.from_json("demo", real.to_json()).when == "real"
+
+
+def test_a_script_run_finds_its_package_from_the_source_file(toy_repo: Path) -> None:
+    """``python path/to/pkg/cli.py demo`` makes the module ``__main__``: the declaration and
+    the CHANGELOG are still found, from the function's source file."""
+    cli_file = toy_repo / "src" / "toyprereg" / "cli.py"
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile("def demo(run):\n    return run\n", str(cli_file), "exec"), namespace)
+    func = namespace["demo"]
+    assert func.__module__ == "__main__"  # type: ignore[attr-defined]
+    assert pre.package_dir(func) == (toy_repo / "src" / "toyprereg").resolve()  # type: ignore[arg-type]
+    declared = pre.fingerprint(func, "demo")  # type: ignore[arg-type]
+    assert declared is not None
+    assert declared["path"] == "src/toyprereg/preregistration.toml"
+    assert "(margin): raised from 0 to 0.1" in pre.history_for(func, "demo")  # type: ignore[arg-type]
+
+
+def test_declare_quotes_claim_ids_with_dots() -> None:
+    from paperstack.records import Manifest, Results
+
+    rows = [
+        Row.from_seeds("m", "acc", {0: 0.9, 1: 0.91, 2: 0.92}),
+        Row.from_seeds("b", "acc", {0: 0.5, 1: 0.52, 2: 0.51}),
+    ]
+    claim = Claim.compare("front_c0.125", "s", rows, ("m", "acc"), "gt", ("b", "acc"))
+    res = Results(manifest=Manifest(package="p", version="0"), rows=rows, claims=[claim])
+    text = pre.to_toml(res, "demo")
+    assert '[demo.claims."front_c0.125"]' in text
+    assert list(pre.parse(text)["demo"].claims) == ["front_c0.125"]

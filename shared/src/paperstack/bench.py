@@ -121,6 +121,9 @@ def max_abs_diff(out: Any, ref: Any) -> float:
         if not isinstance(out, (list, tuple)) or len(out) != len(ref):
             raise PaperstackError("output check: the outputs have different lengths")
         return max((max_abs_diff(o, r) for o, r in zip(out, ref, strict=True)), default=0.0)
+    if isinstance(ref, (str, bytes, bool)) or ref is None:
+        # Non-numeric leaves (names, labels, flags) agree or they do not: 0 or inf.
+        return 0.0 if type(out) is type(ref) and out == ref else math.inf
     if isinstance(ref, (int, float)) and isinstance(out, (int, float)):
         d = abs(float(out) - float(ref))
         return d if math.isfinite(d) else (0.0 if out == ref else math.inf)
@@ -133,6 +136,10 @@ def max_abs_diff(out: Any, ref: Any) -> float:
         )
     if a.size == 0:
         return 0.0
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) or not (
+        np.issubdtype(b.dtype, np.number) or b.dtype == bool
+    ):
+        return 0.0 if a.dtype == b.dtype and bool(np.all(a == b)) else math.inf
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)
     diff = np.where(both_nan, 0.0, np.abs(a64 - b64))
@@ -282,17 +289,19 @@ class SpeedComparison:
         split: str | None = None,
         prefix: str = "",
         id: str | None = None,
+        statement: str | None = None,
     ) -> Claim:
         """An exact claim that ``system``'s output is within the tolerance of the baseline's
         (bit-identical when the check was ``"exact"``), judged on the ``matches_<baseline>``
-        row (a non-finite difference, NaN where the baseline has a number, does not match)."""
+        row (a non-finite difference, NaN where the baseline has a number, does not match).
+        ``statement`` says what a callable check compares when that is not the whole output."""
         if self.tolerance is None:
             raise PaperstackError("bench: the outputs were not checked (check=None)")
         tol = self.tolerance
         what = "bit-identical to" if tol == 0.0 else f"within {tol:g} of"
         return Claim.compare(
             id or f"{system}{'_' + split if split else ''}_matches_{self.baseline}",
-            f"{system}'s output is {what} {self.baseline}'s on the same input",
+            statement or f"{system}'s output is {what} {self.baseline}'s on the same input",
             rows,
             (system, f"{prefix}matches_{self.baseline}", split),
             "ge",

@@ -382,8 +382,8 @@ class ContractCLI:
         # Read before anything runs or is created: what the command declared it would claim
         # and the design history its report lists (a malformed declaration or CHANGELOG entry
         # stops here, not after an hour of training).
-        declared = preregistration.fingerprint(spec.func.__module__, spec.name)
-        history = preregistration.history_for(spec.func.__module__, spec.name)
+        declared = preregistration.fingerprint(spec.func, spec.name, vars(args))
+        history = preregistration.history_for(spec.func, spec.name)
         with output_dir(args.out) as out:
             run = Run(
                 prog=self.prog,

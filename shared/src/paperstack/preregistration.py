@@ -39,10 +39,10 @@ import dataclasses
 import hashlib
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from paperstack.errors import PaperstackError
 
@@ -89,9 +89,14 @@ class Declaration:
     seeds: tuple[int, ...] | None = None
     stopping: str = ""
     retroactive: str | None = None
+    #: The table's name in the file (the command, or e.g. ``"demo --real"`` for a variant).
+    name: str = ""
+    #: A variant's config flag: the table binds runs where ``config[when]`` is set.
+    when: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "when": self.when,
             "seeds": None if self.seeds is None else list(self.seeds),
             "stopping": self.stopping,
             "retroactive": self.retroactive,
@@ -155,10 +160,14 @@ def parse(text: str, source: str = FILENAME) -> dict[str, Declaration]:
     except tomllib.TOMLDecodeError as exc:
         raise PreregistrationError(f"{source}: not valid TOML ({exc})") from None
     out: dict[str, Declaration] = {}
-    for command, table in data.items():
-        where = f"{source}: [{command}]"
+    for name, table in data.items():
+        where = f"{source}: [{name}]"
         if not isinstance(table, dict):
             raise PreregistrationError(f"{where}: expected a table")
+        command = table.get("command", name)
+        when = table.get("when")
+        if not isinstance(command, str) or (when is not None and not isinstance(when, str)):
+            raise PreregistrationError(f"{where}: 'command' and 'when' are strings")
         seeds = table.get("seeds")
         if seeds is not None and (
             not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds)
@@ -167,8 +176,10 @@ def parse(text: str, source: str = FILENAME) -> dict[str, Declaration]:
         claims = table.get("claims", {})
         if not isinstance(claims, dict):
             raise PreregistrationError(f"{where}.claims: expected a table of claims")
-        out[command] = Declaration(
+        out[name] = Declaration(
             command=command,
+            name=name,
+            when=when,
             claims={cid: _claim(cid, c, f"{where}.claims.{cid}") for cid, c in claims.items()},
             seeds=None if seeds is None else tuple(seeds),
             stopping=str(table.get("stopping", "")),
@@ -211,34 +222,80 @@ def _repo_relative(path: Path, top_module: str) -> str | None:
     return None
 
 
-def declaration_file(module: str) -> Path | None:
-    """The ``preregistration.toml`` shipped in the top-level package of ``module``, if any."""
-    top = module.split(".")[0]
-    try:
-        found = resources.files(top) / FILENAME
-    except (ModuleNotFoundError, TypeError):
+#: What locates a package: a function of it, a module name, or a file inside it.
+Anchor: TypeAlias = str | Path | Callable[..., Any]
+
+
+def package_dir(anchor: Anchor) -> Path | None:
+    """The folder of the top-level package ``anchor`` belongs to.
+
+    Found from the source file, not the module name, so a run as ``python -m pkg.cli`` or
+    ``python path/to/pkg/cli.py`` (where the module is ``__main__``) finds its declaration and
+    CHANGELOG as an installed console script does: from the file, up while ``__init__.py``
+    is there."""
+    if callable(anchor) and not isinstance(anchor, (str, Path)):
+        code = getattr(anchor, "__code__", None)
+        file = Path(code.co_filename) if code is not None else None
+    elif isinstance(anchor, Path):
+        file = anchor
+    else:
+        top = anchor.split(".")[0]
+        try:
+            found = Path(str(resources.files(top)))
+        except (ModuleNotFoundError, TypeError, ValueError):
+            return None
+        file = found / "__init__.py"
+    if file is None or not file.exists():
         return None
-    path = Path(str(found))
-    return path if path.is_file() else None
+    folder = file.resolve().parent if file.is_file() else file.resolve()
+    if not (folder / "__init__.py").is_file():
+        return None
+    while (folder.parent / "__init__.py").is_file():
+        folder = folder.parent
+    return folder
 
 
-def fingerprint(module: str, command: str) -> dict[str, Any] | None:
+def declaration_file(anchor: Anchor) -> Path | None:
+    """The ``preregistration.toml`` shipped in the top-level package of ``anchor``, if any."""
+    folder = package_dir(anchor)
+    path = folder / FILENAME if folder is not None else None
+    return path if path is not None and path.is_file() else None
+
+
+def select(
+    declarations: Mapping[str, Declaration], command: str, config: Mapping[str, Any] | None
+) -> Declaration | None:
+    """The declaration a run of ``command`` with ``config`` is held to: a table whose ``when``
+    flag is set in the config (``["demo --real"]`` with ``when = "real"``), else the command's
+    table without ``when``."""
+    mine = [d for d in declarations.values() if d.command == command]
+    flagged = [d for d in mine if d.when and (config or {}).get(d.when)]
+    if flagged:
+        return flagged[0]
+    plain = [d for d in mine if not d.when]
+    return plain[0] if plain else None
+
+
+def fingerprint(
+    anchor: Anchor, command: str, config: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
     """What a run records in ``manifest.preregistration``: the file's repository path (or its
-    package path outside a checkout), its sha256, the command and its declared table; None
-    when the package declares nothing for ``command``."""
-    path = declaration_file(module)
+    package path outside a checkout), its sha256, the command, the table chosen for this run
+    (:func:`select`) and its content; None when the package declares nothing for it."""
+    path = declaration_file(anchor)
     if path is None:
         return None
     raw = path.read_bytes()
-    top = module.split(".")[0]
+    top = path.parent.name
     source = _repo_relative(path, top) or f"{top}/{FILENAME}"
-    decl = parse(raw.decode("utf-8"), source).get(command)
+    decl = select(parse(raw.decode("utf-8"), source), command, config)
     if decl is None:
         return None
     return {
         "path": source,
         "sha256": hashlib.sha256(raw).hexdigest(),
         "command": command,
+        "table": decl.name,
         "declared": decl.to_json(),
     }
 
@@ -260,6 +317,7 @@ def from_json(command: str, data: Mapping[str, Any]) -> Declaration:
     seeds = data.get("seeds")
     return Declaration(
         command=command,
+        when=data.get("when"),
         claims=claims,
         seeds=None if seeds is None else tuple(seeds),
         stopping=str(data.get("stopping", "")),
@@ -345,11 +403,12 @@ def check(results: Any, where: Path) -> str:
     if m.git_revision:
         text = at_revision(m.git_revision, pre["path"], where)
     if text is not None:
-        decl = parse(text.decode("utf-8"), f"{pre['path']}@{m.git_revision[:12]}").get(command)
+        table = pre.get("table", command)
+        decl = parse(text.decode("utf-8"), f"{pre['path']}@{m.git_revision[:12]}").get(table)
         if decl is None:
             raise PreregistrationError(
                 f"manifest.preregistration: {pre['path']} at {m.git_revision[:12]} declares no "
-                f"[{command}]"
+                f"[{table}]"
             )
         source = f"{pre['path']} at {m.git_revision.removesuffix('-dirty')[:12]}"
     else:
@@ -418,13 +477,11 @@ def design_history(changelog: str, source: str = "CHANGELOG.md") -> list[Change]
     return sorted(out, key=lambda c: c.date)
 
 
-def changelog_for(module: str) -> Path | None:
-    """The CHANGELOG.md of the checkout ``module`` runs from (``src/<module>`` two folders
-    below it), or None for an installed wheel, which carries no CHANGELOG."""
-    path = declaration_file(module)
-    try:
-        pkg_dir = path.parent if path else Path(str(resources.files(module.split(".")[0])))
-    except (ModuleNotFoundError, TypeError):
+def changelog_for(anchor: Anchor) -> Path | None:
+    """The CHANGELOG.md of the checkout the package of ``anchor`` runs from (``src/<module>``
+    two folders below it), or None for an installed wheel, which carries no CHANGELOG."""
+    pkg_dir = package_dir(anchor)
+    if pkg_dir is None:
         return None
     candidate = pkg_dir.parent.parent / "CHANGELOG.md"
     return candidate if pkg_dir.parent.name == "src" and candidate.is_file() else None
@@ -450,12 +507,12 @@ def history_section(changes: Sequence[Change] | None, command: str) -> str:
     )
 
 
-def history_for(module: str, command: str) -> str:
-    """The report's design-history section for ``command`` of the package ``module`` belongs
+def history_for(anchor: Anchor, command: str) -> str:
+    """The report's design-history section for ``command`` of the package ``anchor`` belongs
     to, from its CHANGELOG; a malformed entry is an error (it would otherwise vanish from every
     report). What a command that writes its report without ``ContractCLI`` passes to
     :func:`paperstack.report.write_report` as ``history``."""
-    path = changelog_for(module)
+    path = changelog_for(anchor)
     if path is None:
         return history_section(None, command)
     return history_section(design_history(path.read_text(encoding="utf-8"), str(path)), command)
@@ -504,6 +561,12 @@ def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _bare_or_quoted(key: str) -> str:
+    """A TOML key as written in a table header: bare when it may be (letters, digits, ``_``,
+    ``-``), else quoted (a claim id with a dot would otherwise open a nested table)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_str(key)
+
+
 def _toml_key(ref: Any) -> str:
     if isinstance(ref, float):
         return repr(ref)
@@ -517,7 +580,7 @@ def to_toml(
     to write a declaration from a run on validation seeds, before the reported run."""
     m = results.manifest
     seeds = m.config.get("seeds")
-    out = [f"[{command}]"]
+    out = [f"[{_bare_or_quoted(command)}]"]
     if seeds is not None:
         out.append(f"seeds = {list(seeds)}")
     out.append(f"stopping = {_toml_str(stopping)}")
@@ -526,7 +589,7 @@ def to_toml(
     for c in results.claims:
         out += [
             "",
-            f"[{command}.claims.{c.id}]",
+            f"[{_bare_or_quoted(command)}.claims.{_bare_or_quoted(c.id)}]",
             f"lhs = {_toml_key(c.lhs)}",
             f"rhs = {_toml_key(c.rhs)}",
             f'op = "{c.op}"',

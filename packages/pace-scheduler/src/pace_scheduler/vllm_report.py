@@ -51,7 +51,7 @@ def write_vllm_report(
         else []
     )  # fmt: skip
     manifest = Manifest.collect("pace-scheduler", version, seed=plan.seeds[0], config=config)
-    declared = preregistration.fingerprint(__name__, "vllm-sweep")
+    declared = preregistration.fingerprint(Path(__file__), "vllm-sweep", config)
     manifest = manifest.model_copy(update={"preregistration": declared})
     results = Results(manifest=manifest.finish(), rows=rows, claims=claims)
     write_results(out / "results.json", results)
@@ -81,7 +81,7 @@ def write_vllm_report(
         + "."
         + (f"\n\nDesign note: {config['design_note']}" if config.get("design_note") else "")
     )
-    history = preregistration.history_for(__name__, "vllm-sweep")
+    history = preregistration.history_for(Path(__file__), "vllm-sweep")
     title = f"pace-scheduler {version}: the vLLM engine on CPU"
     write_report(out, results, title, intro, figs, history=history)
     return results
