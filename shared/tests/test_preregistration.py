@@ -53,7 +53,9 @@ def demo(run: Run) -> Report:
                       ("baseline", "acc"), margin=MARGIN),
         Claim.compare("floor", "method above 0.5", rows, ("method", "acc"), "ge", 0.5),
     ]
-    return Report(rows, claims)
+    # a run's own config may use the flags' names (a dict of model sizes): it must not make
+    # the run look like a --model run that the declaration does not bind
+    return Report(rows, claims, config={{"model": {{"layers": 2}}, "quick": False}})
 """
 
 CHANGELOG = """\
@@ -355,3 +357,22 @@ def test_declare_quotes_claim_ids_with_dots() -> None:
     text = pre.to_toml(res, "demo")
     assert '[demo.claims."front_c0.125"]' in text
     assert list(pre.parse(text)["demo"].claims) == ["front_c0.125"]
+
+
+def test_a_declaration_broken_at_the_revision_falls_back_to_the_embedded_one(
+    toy_repo: Path, tmp_path: Path
+) -> None:
+    pkg = toy_repo / "src" / "toyprereg"
+    good = (pkg / "preregistration.toml").read_text()
+    (pkg / "preregistration.toml").write_text(
+        good.replace("[demo.claims.beats]", "[demo.claims.a=b]")
+    )
+    _git(toy_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "broken")
+    (pkg / "preregistration.toml").write_text(good)  # fixed in the tree that runs
+    out = tmp_path / "out"
+    assert _run(toy_repo, out) == 0
+    said = pre.check(load_results(out), out / "results.json")
+    assert (
+        said
+        == "claims match the declaration it embeds (the file at its revision is not valid TOML)"
+    )

@@ -10,6 +10,8 @@ from paperstack.records import ResultsFormatError, load_results
 
 CLAIMS = [
     "premise_similar_items_raise_error",
+    "premise_softmax_similar_items_raise_error",
+    "overcorrection_observed_softmax",
     "theory_predicts_regime",
     "overcorrection_observed",
     "selector_beats_topk",
@@ -30,8 +32,16 @@ def test_demo_quick_writes_the_issue_claims_gated_on_the_premise(quick):
     results = load_results(quick / "results.json")  # recomputes every verdict and gate
     assert results.manifest.version == __version__
     assert [c.id for c in results.claims] == CLAIMS
-    for claim in results.claims[1:]:
-        assert claim.requires == ("premise_similar_items_raise_error",)
+    gates = {c.id: c.requires for c in results.claims}
+    assert gates.pop("premise_softmax_similar_items_raise_error") == ()
+    assert gates.pop("overcorrection_observed_softmax") == (
+        "premise_softmax_similar_items_raise_error",
+    )
+    assert gates.pop("premise_similar_items_raise_error") == ()
+    for requires in gates.values():
+        assert requires == ("premise_similar_items_raise_error",)
+    soft = results.row("top-8", "sq_error", "softmax-learner")  # the premise's own row
+    assert sorted(soft.seeds) == ["0", "1", "2"]
     row = results.row("corrective-selector", "sq_error", "learner")
     assert sorted(row.seeds) == ["0", "1", "2"]  # per seed: the comparisons are paired
     assert results.row("top-k", "sq_error", "learner").seeds.keys() == row.seeds.keys()

@@ -103,6 +103,11 @@ def test_demo_writes_every_claim_from_its_rows(micro_results):
     assert results.row("quest", "matches_exact", "L=32768,T=8").value == 1.0  # planted cache
     assert results.row("mage", "model_speedup_vs_quest", "L=32768,T=8").value > 0
     assert results.row("exact", "topk_mass_recall", "val:L=64").seeds is not None
+    # per layer too (which layer's attention is sharp): exact's own top-k and step-1 overlap,
+    # each sparse policy's recall, per seed
+    assert sorted(results.row("exact", "topk_mass_recall", "L=64,layer=0").seeds) == ["0", "1"]
+    assert results.row("exact", "topk_overlap_step1", "L=64,layer=0").seeds is not None
+    assert results.row("mage", "mass_recall", "L=64,layer=0").seeds is not None
     assert (micro_results / "report.md").read_text().startswith("# mage-attention")
 
 

@@ -39,10 +39,12 @@ def test_demo_writes_the_rows_and_claims_the_issue_names(demo_out):
     assert results.manifest.version == __version__
     assert {c.id for c in results.claims} == CLAIMS
     assert results.claims[0].id == "premise_muon_low_rank"  # the premise comes first
+    by_id = {c.id: c for c in results.claims}
     for claim in results.claims:
         again = Claim.compare(
-            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin
-        )
+            claim.id, claim.statement, results.rows, claim.lhs, claim.op, claim.rhs, claim.margin,
+            requires=[by_id[r] for r in claim.requires],
+        )  # fmt: skip
         assert again.verdict == claim.verdict
         assert claim.method in ("paired-t", "t")  # per-seed values, never two point estimates
     results.row("init", "energy_kept", "reduce-60%")
@@ -62,6 +64,20 @@ def test_demo_writes_the_rows_and_claims_the_issue_names(demo_out):
     assert "fixed before these runs" in report
     assert len((demo_out / "runs.jsonl").read_text().splitlines()) == 10  # 5 systems x 2 seeds
     assert results.manifest.config["chosen"] == "numuon-cos0.25"
+
+
+GATED = CLAIMS - {"premise_muon_low_rank", "numuon_converges", "numuon_converges_vs_torch_muon"}
+
+
+def test_compression_claims_are_gated_on_the_premise(demo_out):
+    """After 4 steps Muon's weights are still their random init, so the premise does not hold
+    and every claim that rests on it is inconclusive, whatever its own interval says."""
+    results = load_results(demo_out / "results.json")
+    by_id = {c.id: c for c in results.claims}
+    for cid in GATED:
+        assert tuple(by_id[cid].requires) == ("premise_muon_low_rank",)
+    assert by_id["premise_muon_low_rank"].verdict != "held"
+    assert all(by_id[cid].verdict == "inconclusive" for cid in GATED)
 
 
 def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):
@@ -170,14 +186,21 @@ def test_too_short_dataset_is_a_one_line_error(tmp_path, capsys):
     assert "sequences" in err
 
 
-def test_bench_writes_ratios_to_muon(tmp_path):
-    assert (
-        main(["bench", "--quick", "--repeats", "2", "--no-progress", "--out", str(tmp_path)]) == 0
-    )
+def test_bench_reports_matched_precision_medians(tmp_path):
+    argv = ["bench", "--quick", "--repeats", "6", "--sizes", "48x48,32x80", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
     results = load_results(tmp_path / "bench.json")
-    assert results.row("muon", "step_time_vs_muon", "64x64").value == 1.0
-    assert results.row("numuon", "step_time_vs_muon", "128x128").value > 0
-    assert results.row("numuon", "step_time_vs_muon", "128x128@r=0.25").value > 0
+    for split in ("48x48", "32x80"):
+        # each NuMuon precision against the Muon of the same precision, median with interval
+        for system, base in (("numuon-bf16", "muon"), ("numuon-fp32", "muon-fp32")):
+            row = results.row(system, f"time_ratio_vs_{base}", split)
+            assert row.n == 6
+            assert row.ci95[0] <= row.value <= row.ci95[1]
+        # the output check: the bfloat16 control is torch.optim.Muon's step, bit for bit
+        assert results.row("muon-ns-bf16", "matches_muon", split).value == 1.0
+    assert results.row("numuon-fp32", "time_ratio_vs_muon-fp32", "32x80@r=0.25").value > 0
+    verdicts = {c.id: c.verdict for c in results.claims}
+    assert verdicts["muon_ns_bf16_is_torch_muon_48x48"] == "held"
 
 
 @pytest.mark.parametrize(

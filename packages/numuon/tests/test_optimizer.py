@@ -352,3 +352,90 @@ def test_muon_polar_control_is_numuon_at_full_rank(gen):
     _train(model_b, b, range(3))
     for x, y in zip(model_a.parameters(), model_b.parameters(), strict=True):
         assert torch.equal(x, y)
+
+
+def test_newton_schulz_reference_in_bfloat16_is_torch_muon_bit_for_bit(gen):
+    """The bench's matched-precision control: NuMuon's harness with bfloat16 Newton-Schulz
+    takes exactly torch.optim.Muon's step (momentum, decay, shape scale, addmm order)."""
+    for shape in ((64, 32), (32, 96)):
+        a = nn.Parameter(torch.randn(*shape, generator=gen))
+        b = nn.Parameter(a.detach().clone())
+        ours = NewtonSchulzMuon([a], lr=0.1, weight_decay=0.1, dtype=torch.bfloat16)
+        ref = torch.optim.Muon([b], lr=0.1, momentum=0.95, weight_decay=0.1)
+        for _ in range(3):
+            G = torch.randn(*shape, generator=gen)
+            a.grad, b.grad = G.clone(), G.clone()
+            ours.step()
+            ref.step()
+        assert torch.equal(a.detach(), b.detach())
+
+
+class Shapes(nn.Module):
+    """Matrices of repeated shapes (batched together by foreach) and one of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.ModuleList([nn.Linear(48, 96, bias=False) for _ in range(3)])
+        self.b = nn.ModuleList([nn.Linear(96, 48, bias=False) for _ in range(2)])
+        self.c = nn.Linear(48, 40)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for up, down in zip(self.a, self.b, strict=False):
+            x = x + down(torch.tanh(up(x)))
+        return self.c(torch.tanh(self.a[2](x)) @ self.b[0].weight.mT)
+
+
+@pytest.mark.parametrize("rank", [0.25, 1.0])
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_foreach_path_equals_the_per_tensor_path(rank, nesterov):
+    """foreach=True (batched Krylov per shape, _foreach_ momentum/decay/step) takes the same
+    steps as the per-tensor loop, Krylov warm starts included, over several steps."""
+    models = [Shapes(), Shapes()]
+    opts = [
+        NuMuon(
+            param_groups(m),
+            lr=0.02,
+            weight_decay=0.1,
+            rank_schedule=rank,
+            nesterov=nesterov,
+            foreach=fe,
+            adamw_lr=1e-2,
+        )
+        for m, fe in zip(models, (False, True), strict=True)
+    ]
+    for step in range(4):
+        # 128 rows > 96: full-rank gradients (a polar factor of a rank-deficient matrix steps
+        # along arbitrary null directions, which two SVD calls need not agree on).
+        x = torch.randn(128, 48, generator=torch.Generator().manual_seed(step))
+        for m, opt in zip(models, opts, strict=True):
+            opt.zero_grad()
+            m(x).square().mean().backward()
+            opt.step()
+    for (name, p), (_, q) in zip(
+        models[0].named_parameters(), models[1].named_parameters(), strict=True
+    ):
+        torch.testing.assert_close(p, q, atol=2e-5, rtol=1e-4, msg=name)
+    assert opts[0].directions_computed == opts[1].directions_computed == 4 * 6
+
+
+def test_foreach_newton_schulz_subclass_loops_over_its_own_direction(gen):
+    ps = [nn.Parameter(torch.zeros(32, 16)) for _ in range(2)]
+    qs = [nn.Parameter(torch.zeros(32, 16)) for _ in range(2)]
+    a, b = NewtonSchulzMuon(ps, foreach=True), NewtonSchulzMuon(qs, foreach=False)
+    for p, q in zip(ps, qs, strict=True):
+        G = torch.randn(32, 16, generator=gen)
+        p.grad, q.grad = G.clone(), G.clone()
+    a.step()
+    b.step()
+    for p, q in zip(ps, qs, strict=True):
+        torch.testing.assert_close(p, q)
+
+
+def test_bfloat16_krylov_products_stay_close_to_float32(gen):
+    """matmul_dtype=bfloat16 (the bench's matched-precision NuMuon) is a rank-k step close to
+    the float32 one."""
+    G = torch.randn(96, 192, generator=gen) * torch.logspace(0, -2, 96)[:, None]
+    d32 = _single(G, rank_schedule=0.25)
+    d16 = _single(G, rank_schedule=0.25, matmul_dtype=torch.bfloat16)
+    assert float((d16 - d32).norm() / d32.norm()) < 0.05

@@ -418,7 +418,7 @@ class ContractCLI:
             write_report(
                 out, results, title, report.intro, report.figures, name=name, history=history
             )
-        if declared is not None and preregistration.declared_run(manifest.config):
+        if declared is not None and declared["binding"]:
             decl = preregistration.from_json(spec.name, declared["declared"])
             complete = bool(report.claims)  # no claims at all: a user's own data, say
             for problem in preregistration.deviations(report.claims, decl, complete=complete):

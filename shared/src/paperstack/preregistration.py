@@ -296,6 +296,8 @@ def fingerprint(
         "sha256": hashlib.sha256(raw).hexdigest(),
         "command": command,
         "table": decl.name,
+        # Decided from the command line, before the run's own config can shadow its keys.
+        "binding": declared_run(config or {}),
         "declared": decl.to_json(),
     }
 
@@ -393,7 +395,7 @@ def check(results: Any, where: Path) -> str:
     if not pre:
         return "no pre-registration (the run predates it, or its package declares nothing)"
     command = pre["command"]
-    if not declared_run(m.config):
+    if not pre.get("binding", declared_run(m.config)):
         return (
             "not enforced (a --quick or --model run is not the declared experiment; "
             "claims are compared only for the declared configuration)"
@@ -402,6 +404,14 @@ def check(results: Any, where: Path) -> str:
     source = "the declaration it embeds"
     if m.git_revision:
         text = at_revision(m.git_revision, pre["path"], where)
+    broken = ""
+    if text is not None:
+        try:
+            parse(text.decode("utf-8"))
+        except PreregistrationError:
+            # The committed file did not parse (an unquoted claim id): no valid declaration
+            # existed at the revision, as with a file not committed yet.
+            text, broken = None, " (the file at its revision is not valid TOML)"
     if text is not None:
         table = pre.get("table", command)
         decl = parse(text.decode("utf-8"), f"{pre['path']}@{m.git_revision[:12]}").get(table)
@@ -413,7 +423,9 @@ def check(results: Any, where: Path) -> str:
         source = f"{pre['path']} at {m.git_revision.removesuffix('-dirty')[:12]}"
     else:
         decl = from_json(command, pre["declared"])
-        if m.git_revision:
+        if broken:
+            source += broken
+        elif m.git_revision:
             source += " (not at its revision: declared in an uncommitted tree or a new file)"
     # A run that makes no claim at all (a user's own data) is not the declared experiment.
     found = deviations(results.claims, decl, complete=bool(results.claims))
@@ -530,7 +542,7 @@ def preregistration_section(results: Any, where: Path | None = None) -> str:
     if not pre:
         return head + "_none: this run predates the package's declaration_\n"
     decl = from_json(pre["command"], pre["declared"])
-    enforced = declared_run(m.config)
+    enforced = bool(pre.get("binding", declared_run(m.config)))
     found = deviations(results.claims, decl, complete=bool(results.claims)) if enforced else []
     seeds = m.config.get("seeds")
     lines = [

@@ -22,10 +22,8 @@ Heavy imports stay inside the commands so that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +59,10 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
                    help="learner training steps (default 1000, --quick 600)")  # fmt: skip
     p.add_argument("--tolerance", type=fraction, default=None,
                    help="τ of a proper correction (default 0.5)")  # fmt: skip
+    p.add_argument("--real", action="store_true",
+                   help="the real-model arm instead: ICL demonstrations for single-digit "
+                   "arithmetic on SmolLM2-135M-Instruct, regimes in value space "
+                   "(corrective_context.real)")  # fmt: skip
 
 
 def _configured(run: Run) -> Any:
@@ -92,7 +94,10 @@ def dataclasses_replace(obj: Any, **changes: Any) -> Any:
 
 @cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=3, devices=("cpu",))
 def demo(run: Run) -> Report:
-    """The analytic setting and the trained learner (see :mod:`corrective_context.demo`)."""
+    """The analytic setting and the trained learner (see :mod:`corrective_context.demo`), or
+    with ``--real`` the real-model arm (:mod:`corrective_context.real`)."""
+    if run.args.real:
+        return real_demo(run)
     _threads()
     from corrective_context import demo as d
     from corrective_context.learner import trained_learner
@@ -106,7 +111,9 @@ def demo(run: Run) -> Report:
     chosen_k: dict[int, dict[str, int]] = {}
     mass: dict[int, float] = {}
     records: dict[int, dict[str, float]] = {}
-    with run.progress(2 * len(run.seeds), "seeds") as bar:
+    soft: dict[int, dict[str, dict[str, float]]] = {}
+    soft_records: dict[int, dict[str, float]] = {}
+    with run.progress(3 * len(run.seeds), "seeds") as bar:
         for seed in run.seeds:
             analytic[seed] = d.analytic_agreement(seed, config)
             bar.advance()
@@ -114,6 +121,11 @@ def demo(run: Run) -> Report:
             model, records[seed] = trained_learner(lc)
             learned[seed], chosen_k[seed], mass[seed] = d.learner_seed(seed, config, model)
             bar.advance(loss=records[seed]["final_loss"])
+            soft_model, soft_records[seed] = trained_learner(
+                dataclasses_replace(lc, attention="softmax")
+            )
+            soft[seed] = d.softmax_seed(seed, config, soft_model)
+            bar.advance(loss=soft_records[seed]["final_loss"])
 
     rows: list[Row] = []
     for metric in ("agreement", "share_under", "share_proper", "share_over"):
@@ -127,6 +139,11 @@ def demo(run: Run) -> Report:
                                        {s: learned[s][system][metric] for s in run.seeds},
                                        split="learner"))  # fmt: skip
     rows.append(Row.from_seeds("all-items", "attention_on_near", mass, split="learner"))
+    for system in soft[run.seeds[0]]:
+        for metric in ("sq_error", "over"):
+            rows.append(Row.from_seeds(system, metric,
+                                       {s: soft[s][system][metric] for s in run.seeds},
+                                       split="softmax-learner"))  # fmt: skip
 
     def key(system: str, metric: str = "sq_error") -> tuple[str, str, str]:
         return (system, metric, "learner")
@@ -138,8 +155,22 @@ def demo(run: Run) -> Report:
         "more of the most similar (most gap-corrective) items hurts on this toy",
         rows, key(large), "gt", key(small),
     )  # fmt: skip
+    soft_premise = Claim.compare(
+        "premise_softmax_similar_items_raise_error",
+        f"premise on the softmax-attention learner (normalised attention, so aligned items "
+        f"cannot add up by construction): the {config.premise_large} most similar items give "
+        f"a higher squared error than the {config.premise_small} most similar ones",
+        rows, (large, "sq_error", "softmax-learner"), "gt", (small, "sq_error", "softmax-learner"),
+    )  # fmt: skip
     claims = [
         premise,
+        soft_premise,
+        Claim.compare(
+            "overcorrection_observed_softmax",
+            f"on the softmax-attention learner, more than {OVER_SHARE:.0%} of the contexts of "
+            f"the {config.premise_large} most similar items over-correct",
+            rows, (large, "over", "softmax-learner"), "gt", OVER_SHARE, requires=[soft_premise],
+        ),
         Claim.compare(
             "theory_predicts_regime",
             "in the analytic linear-attention setting, the regime (under / proper / over) that "
@@ -185,6 +216,8 @@ def demo(run: Run) -> Report:
         f"linear-attention transformer trained {config.learner.steps} steps per seed (final "
         "loss "
         + ", ".join(f"{records[s]['final_loss']:.3f}" for s in run.seeds)
+        + "); the same run with softmax attention (final loss "
+        + ", ".join(f"{soft_records[s]['final_loss']:.3f}" for s in run.seeds)
         + f"); {config.queries} test pools per seed of {config.pool} candidates "
         f"({config.near} near-duplicates of the query); each baseline's k chosen from "
         f"{list(config.ks)} on {config.val_queries} validation pools (chosen: {ks}); the "
@@ -206,8 +239,105 @@ def demo(run: Run) -> Report:
         "selector": dataclasses_asdict(config.selector),
         "chosen_k": {str(s): chosen_k[s] for s in run.seeds},
         "learner_records": {str(s): records[s] for s in run.seeds},
+        "softmax_learner_records": {str(s): soft_records[s] for s in run.seeds},
     }
     return Report(rows, claims, intro=intro, figures=figures, config=config_out)
+
+
+#: the real arm's headroom: the no-context squared error of the expected answer exceeds this
+HEADROOM = 1.0
+#: the real arm's model: the paperstack.models preset (a folder also loads, as in the tests)
+REAL_MODEL = "smollm2-135m-instruct"
+
+
+def real_demo(run: Run) -> Report:
+    """The real-model arm (:mod:`corrective_context.real`): rows per query, pooled over seeds."""
+    from corrective_context import real
+    from paperstack import tiny
+    from paperstack.records import Claim, Row
+
+    for flag in ("steps", "tolerance"):
+        if getattr(run.args, flag) is not None:
+            from corrective_context.errors import CorrectiveContextError
+
+            raise CorrectiveContextError(f"--{flag}: not used by --real")
+    config = real.REAL_QUICK if run.quick else real.RealConfig()
+    if run.args.queries is not None:
+        config = dataclasses_replace(config, queries=run.args.queries)
+    name = REAL_MODEL
+    model, tokenizer = tiny.load(name)
+    lm = real.DigitModel(model, tokenizer, config.batch)
+    per: dict[str, dict[str, float]] = {}
+    with run.progress(len(run.seeds), "seeds") as bar:
+        for seed in run.seeds:
+            queries = real.sample_queries(seed, 2, config.queries, config.pool)
+            for metric, values in real.run_queries(lm, queries, config, seed).items():
+                for i, v in enumerate(values):
+                    per.setdefault(metric, {})[f"{seed}:{i}"] = v
+            bar.advance()
+    systems = ["no-context", "random-1", "random-4", "all-items", real.SELECTOR, real.PROBE,
+               "best_single"]  # fmt: skip
+    rows = [Row.from_items(s, "sq_error", per[s], split="real") for s in systems]
+    owner = {"selector_size": real.SELECTOR, "no_context_abs_error": "no-context"}
+    for metric in ("single_over_share", "single_under_share", "single_over_share_logit",
+                   "single_max_ratio", "selector_size", "no_context_abs_error"):  # fmt: skip
+        system = owner.get(metric, "single-demonstration")
+        rows.append(Row.from_items(system, metric, per[metric], split="real"))
+
+    def key(system: str, metric: str = "sq_error") -> tuple[str, str, str]:
+        return (system, metric, "real")
+
+    headroom = Claim.compare(
+        "real_headroom",
+        f"headroom: with no context, the squared error of the model's expected answer exceeds "
+        f"{HEADROOM:g} (the task is not already solved)",
+        rows, key("no-context"), "gt", HEADROOM,
+    )  # fmt: skip
+    premise = Claim.compare(
+        "real_premise_demonstrations_overcorrect",
+        f"premise on the real model: more than {real.PREMISE_SHARE:.0%} of single "
+        "demonstrations over-correct in value space (push the expected answer past the truth "
+        "by more than τ of the error), mean over queries; the selector works in this space",
+        rows, key("single-demonstration", "single_over_share"), "gt", real.PREMISE_SHARE,
+        requires=[headroom],
+    )  # fmt: skip
+    premise_logit = Claim.compare(
+        "real_premise_demonstrations_overcorrect_logit",
+        f"premise in centred-logit space: more than {real.PREMISE_SHARE:.0%} of single "
+        "demonstrations over-correct against the target margin "
+        f"{real.LOGIT_MARGIN:.2f} (the right digit at probability 0.9), mean over queries",
+        rows, key("single-demonstration", "single_over_share_logit"), "gt",
+        real.PREMISE_SHARE, requires=[headroom],
+    )  # fmt: skip
+    claims = [headroom, premise, premise_logit] + [
+        Claim.compare(
+            f"real_selector_beats_{rhs.replace('-', '_')}",
+            f"on the real model, the theory-guided selector's squared error is lower than "
+            f"{what} (paired per query)",
+            rows, key(real.SELECTOR), "lt", key(rhs), requires=[premise],
+        )
+        for rhs, what in (
+            (real.PROBE, "the no-context error-probe control's (ŷ₀ - ê with the selector's own "
+             "estimate): the selection adds something beyond the error estimate"),
+            ("random-4", "that of 4 random demonstrations (the selector's budget)"),
+            ("no-context", "the no-context error"),
+        )
+    ]  # fmt: skip
+    n = len(run.seeds) * config.queries
+    intro = (
+        f"Real-model arm: {name}, in-context demonstrations for single-digit arithmetic "
+        f"(110 problems: a + b and a - b with results 0-9), {config.queries} test queries per "
+        f"seed for seeds {', '.join(map(str, run.seeds))} ({n} queries, rows per query, "
+        f"comparisons paired over queries), pools of {config.pool} candidate demonstrations, "
+        f"selector budget {config.budget}, τ = {config.tolerance}. Answer vector: the expected "
+        "digit under the model's distribution over the ten digit tokens at the answer "
+        "position (value space, where over-correction is possible); the centred-logit share "
+        f"uses a target margin of {real.LOGIT_MARGIN:.2f} (p = 0.9). {lm.forwards} forward "
+        "passes. Design fixed before the run (corrective_context.real)."
+    )
+    cfg = {"real": dataclasses_asdict(config), "model_name": name,
+           "premise_share": real.PREMISE_SHARE, "headroom": HEADROOM}  # fmt: skip
+    return Report(rows, claims, intro=intro, config=cfg)
 
 
 def dataclasses_asdict(obj: Any) -> dict[str, Any]:
@@ -261,25 +391,6 @@ def bench(run: Run) -> Report:
     return Report(rows, summary=summary, config={"queries": queries, "pool": config.pool})
 
 
-@contextlib.contextmanager
-def prepared_out(path: Path) -> Iterator[Path]:
-    """``--out`` of ``measure``/``select`` through the core's preparation
-    (:func:`paperstack.records.prepare_out_dir`): a file, a dangling link, a read-only place or
-    a full disk is one line before the model is loaded, not after the work. A folder made here
-    is removed again when the command fails (bad model, Ctrl-C, SIGTERM) with nothing in it."""
-    from paperstack.records import prepare_out_dir
-
-    created = not path.exists()
-    out = prepare_out_dir(path)
-    try:
-        yield out
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                out.rmdir()  # only when empty
-        raise
-
-
 def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True,
                    help="a local transformers causal-LM folder or hub id")  # fmt: skip
@@ -322,10 +433,10 @@ def measure_command(args: argparse.Namespace) -> int:
     _threads()
     from corrective_context.measure import measure
     from paperstack import tiny
-    from paperstack.records import atomic_write_json
+    from paperstack.records import atomic_write_json, output_dir
 
     items = [line for _, line in _read_lines(args.items)]
-    with prepared_out(args.out) as out:
+    with output_dir(args.out) as out:
         model, tokenizer = tiny.load(args.model)
         result = measure(model, tokenizer, args.query, items, args.answer, separator=args.separator)
         atomic_write_json(out / "measurements.json", {"model": str(args.model), **result.to_json()})
@@ -396,12 +507,12 @@ def select_command(args: argparse.Namespace) -> int:
     from corrective_context.measure import select_items
     from corrective_context.selector import SelectorConfig
     from paperstack import tiny
-    from paperstack.records import atomic_write_json
+    from paperstack.records import atomic_write_json, output_dir
 
     method = check_method(args.method)
     corrective = method == "corrective"
     candidates = _read_candidates(args.items, answers=corrective)
-    with prepared_out(args.out) as out:
+    with output_dir(args.out) as out:
         model, tokenizer = tiny.load(args.model)
         sel = select_items(
             model, tokenizer, args.query, [c["text"] for c in candidates],

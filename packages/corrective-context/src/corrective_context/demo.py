@@ -14,6 +14,12 @@ design and τ were set in exploratory runs on queries that are not reported):
   error ``‖ŷ - y*‖²`` and its share of over-corrections. The premise compares the
   ``premise_large`` most similar items with the ``premise_small`` most similar ones.
 
+- **Softmax learner** (``LearnerConfig(attention="softmax")``): the same training run with
+  normalised attention, per seed, on the same test pools: no context, the ``premise_small``
+  and ``premise_large`` most similar items and all items. Its premise is a row and claim of its
+  own, so the premise is not read only off a learner whose unnormalised attention makes more
+  aligned items add up by construction.
+
 Rows are per seed (paired over seeds).
 """
 
@@ -157,6 +163,21 @@ def _error_probe(
 def _best_k(results: dict[str, dict[str, float]], name: str, ks: tuple[int, ...]) -> int:
     """The ``k`` with the lowest validation squared error (the smallest on a tie)."""
     return min(ks, key=lambda k: (results[f"{name}@{k}"]["sq_error"], k))
+
+
+def softmax_seed(
+    seed: int, config: DemoConfig, model: LinearTransformer
+) -> dict[str, dict[str, float]]:
+    """The premise on the softmax-attention learner: the test pools of :func:`learner_seed`,
+    no context, the ``premise_small``/``premise_large`` most similar items and all items."""
+    test = _pools(seed, 20, config.queries, config)
+    systems: dict[str, Selector] = {
+        "no-context": lambda pool, rng: [],
+        f"top-{config.premise_small}": baseline("top-k", config.premise_small),
+        f"top-{config.premise_large}": baseline("top-k", config.premise_large),
+        "all-items": baseline("all-items", 0),
+    }
+    return _evaluate(model, test, systems, seed)
 
 
 def learner_seed(

@@ -9,6 +9,12 @@ read-out of the query token gives ``ŷ``. The attention is not normalised by the
 items (the scale ``1/n_max`` is fixed), as in linear transformers: that is what lets more
 aligned items add up to a larger correction.
 
+``attention="softmax"`` is the normalised variant real transformers use: each block applies
+``h ← h + P·Σ_j softmax_j((W_Q h)ᵀ(W_K h_j)/√(d + m))·W_V h_j`` over the context tokens *and
+the query token itself* (so an empty context is defined: the query attends to itself). The
+weights sum to one, so more aligned items cannot add up beyond one item's pull: any
+over-correction there has to come from what the attention picks, not from unnormalised sums.
+
 It is trained on random contexts of 0 to ``n_max`` items drawn like the queries (``x ~ N(0, I)``,
 tasks around a prior ``W₀``), with Adam, in seconds on one thread; at test time the selectors
 hand it near-duplicates of the query that it never saw in training, which is where
@@ -48,6 +54,7 @@ class LearnerConfig:
     batch: int = 256
     lr: float = 3e-3
     seed: int = 0
+    attention: str = "linear"  #: "linear" (unnormalised) or "softmax" (normalised, see above)
 
     def key(self) -> str:
         code = Path(__file__).read_bytes()
@@ -58,10 +65,14 @@ class LearnerConfig:
 class LinearTransformer(nn.Module):
     """``layers`` linear-attention blocks over ``[x; y]`` tokens and a read-out of the query."""
 
-    def __init__(self, d: int, m: int, layers: int = 1, n_max: int = 16) -> None:
+    def __init__(
+        self, d: int, m: int, layers: int = 1, n_max: int = 16, attention: str = "linear"
+    ) -> None:
         super().__init__()
+        if attention not in ("linear", "softmax"):
+            raise CorrectiveContextError(f"attention {attention!r}: must be 'linear' or 'softmax'")
         width = d + m
-        self.d, self.m, self.n_max = d, m, n_max
+        self.d, self.m, self.n_max, self.kind = d, m, n_max, attention
         self.query = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))
         self.key = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))
         self.value = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))
@@ -90,11 +101,30 @@ class LinearTransformer(nn.Module):
         h = torch.cat([ctx, q_tok], dim=1)  # (B, n + 1, width)
         keep = torch.ones(b, n, dtype=h.dtype) if mask is None else mask.to(h.dtype)
         attn_sum = h.new_zeros(b, n)
+        if self.kind == "softmax":
+            return self._softmax(h, keep, return_attention)
         for wq, wk, wv, wp in zip(self.query, self.key, self.value, self.proj, strict=True):
             keys = wk(h[:, :n]) * keep.unsqueeze(-1)
             scores = wq(h) @ keys.transpose(1, 2) / self.n_max  # (B, n + 1, n)
             h = h + wp(scores @ wv(h[:, :n]))
             attn_sum = attn_sum + scores[:, -1].detach()
+        out = self.readout(h[:, -1])
+        return (out, attn_sum) if return_attention else out
+
+    def _softmax(
+        self, h: torch.Tensor, keep: torch.Tensor, return_attention: bool
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Normalised attention over the real context tokens and the query token."""
+        b, total, width = h.shape
+        n = total - 1
+        allowed = torch.cat([keep, keep.new_ones(b, 1)], dim=1) > 0  # (B, n + 1)
+        attn_sum = h.new_zeros(b, n)
+        for wq, wk, wv, wp in zip(self.query, self.key, self.value, self.proj, strict=True):
+            scores = wq(h) @ wk(h).transpose(1, 2) / width**0.5  # (B, n + 1, n + 1)
+            scores = scores.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+            weights = torch.softmax(scores, dim=-1)
+            h = h + wp(weights @ wv(h))
+            attn_sum = attn_sum + weights[:, -1, :n].detach()
         out = self.readout(h[:, -1])
         return (out, attn_sum) if return_attention else out
 
@@ -144,7 +174,7 @@ def train(config: LearnerConfig) -> tuple[LinearTransformer, list[float]]:
     """Train a :class:`LinearTransformer` on in-context regression; returns it and its losses."""
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
-    model = LinearTransformer(config.d, config.m, config.layers, config.n_max)
+    model = LinearTransformer(config.d, config.m, config.layers, config.n_max, config.attention)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.steps)
     prior = torch.as_tensor(prior_for(config), dtype=torch.float32)
@@ -191,6 +221,6 @@ def trained_learner(
         return {"final_loss": float(np.mean(tail)), "first_loss": losses[0]}
 
     build_once(entry, build, marker="record.json")
-    model = LinearTransformer(config.d, config.m, config.layers, config.n_max)
+    model = LinearTransformer(config.d, config.m, config.layers, config.n_max, config.attention)
     model.load_state_dict(load_file(str(entry / "model.safetensors")))
     return model.eval(), read_record(entry, "record.json", CorrectiveContextError)

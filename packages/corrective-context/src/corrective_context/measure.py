@@ -7,7 +7,11 @@ position (the one that predicts the answer's first token) is the answer vector:
 - in answer-probability space: ``ŷ = softmax(logits)`` over the vocabulary, with ``y*`` the
   one-hot vector of the answer's first token, so ``e = ŷ₀ - y*`` is the error that cross-entropy
   descends, and :func:`corrective_context.correction.decompose` classifies each item's
-  correction ``c_i = ŷ_i - ŷ₀`` as under / proper / over in direction and magnitude;
+  correction ``c_i = ŷ_i - ŷ₀`` as under / proper / over in direction and magnitude. In this
+  space ``ρ <= 1`` for every pair of distributions (proved in :mod:`corrective_context.spaces`):
+  an item can be over-corrective here only off the error axis (direction), never in
+  magnitude. For magnitude, measure in centred-logit or value space
+  (:mod:`corrective_context.spaces`, :mod:`corrective_context.real`);
 - in hidden-state space: the final hidden state ``h`` (``output_hidden_states=True``); its
   correction ``c_h = h_i - h₀`` is projected on the corrective direction ``g = W_Uᵀ(y* - ŷ₀)``
   (the gradient of the answer's log-probability with respect to the final state, through the

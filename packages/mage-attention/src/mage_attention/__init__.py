@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"
 
 _EXPORTS = {
     "Budget": "mage_attention.attention",

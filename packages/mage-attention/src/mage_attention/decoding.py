@@ -52,6 +52,11 @@ class Probe:
     #: the mass recall of the step's own exact top-k (sinks and window included): the best any
     #: subset of the budget keeps, i.e. how concentrated the exact attention is
     oracle: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    #: the same three per layer (over the steps ``t >= 2`` for recall and overlap, every step
+    #: for the exact top-k's own recall): which layer's attention is sharp, and which diffuse
+    by_layer: dict[str, dict[int, list[float]]] = field(
+        default_factory=lambda: {m: defaultdict(list) for m in ("recall", "overlap", "oracle")}
+    )
     _first: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
     def mean_recall(self, steps: range | None = None) -> float:
@@ -62,6 +67,10 @@ class Probe:
 
     def mean_oracle(self, steps: range | None = None) -> float:
         return _mean(self.oracle, steps)
+
+    def layer_means(self, metric: str) -> dict[int, float]:
+        """``{layer: mean}`` of ``metric`` (``recall``, ``overlap`` or ``oracle``)."""
+        return {layer: _mean({0: xs}, None) for layer, xs in sorted(self.by_layer[metric].items())}
 
 
 def _mean(per_step: dict[int, list[float]], steps: range | None) -> float:
@@ -151,17 +160,25 @@ class SparseAttentionState:
     def _record(self, layer: int, mass: torch.Tensor, idx: torch.Tensor | None) -> None:
         assert self.probe is not None
         t = self.step + 1
+        per_layer = self.probe.by_layer
         if idx is not None:
-            self.probe.recall[t].append(float(mass_recall(mass, idx).mean()))
+            r = float(mass_recall(mass, idx).mean())
+            self.probe.recall[t].append(r)
+            if t >= 2:
+                per_layer["recall"][layer].append(r)
         top = mass.topk(min(self.policy.budget.k, mass.shape[-1]), dim=-1).indices
         if self.policy.budget.k <= mass.shape[-1]:
             best = select_top_k(mass, self.policy.budget)
-            self.probe.oracle[t].append(float(mass_recall(mass, best).mean()))
+            o = float(mass_recall(mass, best).mean())
+            self.probe.oracle[t].append(o)
+            per_layer["oracle"][layer].append(o)
         key = (self.block, layer)
         if self.step == 0:
             self.probe._first[key] = top
         elif key in self.probe._first:
-            self.probe.overlap[t].append(float(top_k_overlap(top, self.probe._first[key]).mean()))
+            v = float(top_k_overlap(top, self.probe._first[key]).mean())
+            self.probe.overlap[t].append(v)
+            per_layer["overlap"][layer].append(v)
 
 
 @dataclass

@@ -21,6 +21,9 @@ Tied linear layers (an ``lm_head`` sharing the input embedding) stay BF16 and ti
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,7 +42,14 @@ from nf12.nn import (
     replace_module,
 )
 
-__all__ = ["QUANT_METHOD", "NF12Config", "NF12HfQuantizer", "attach", "register"]
+__all__ = [
+    "QUANT_METHOD",
+    "NF12Config",
+    "NF12HfQuantizer",
+    "attach",
+    "quantize_pretrained",
+    "register",
+]
 
 QUANT_METHOD = "nf12"
 
@@ -205,6 +215,35 @@ def attach(model: Any, *, group: int, fused: bool, kept: list[str]) -> None:
     model.hf_quantizer = NF12HfQuantizer(config, pre_quantized=True)
     model.is_quantized = True
     model.quantization_method = QUANT_METHOD
+
+
+def quantize_pretrained(
+    model_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    group: int = DEFAULT_GROUP,
+    skip: Iterable[str] = (),
+) -> Path:
+    """Write the NF12 checkpoint of a causal LM folder (or hub id) to ``out_dir``: the model
+    loaded in BF16, :func:`nf12.quantize_model`, ``save_pretrained``, and its tokenizer (when
+    it has one) beside it, so ``vllm serve out_dir`` or ``from_pretrained(out_dir)`` runs it.
+
+    A float32 checkpoint is cast to BF16 first: NF12 is lossless against that BF16 model.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from nf12.nn import quantize_model
+
+    out = Path(out_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    quantize_model(model, group, skip=skip)
+    model.save_pretrained(out)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    except (OSError, ValueError):  # a weights-only folder: the checkpoint is still complete
+        return out
+    tokenizer.save_pretrained(out)
+    return out
 
 
 register()

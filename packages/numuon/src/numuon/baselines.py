@@ -47,8 +47,11 @@ def newton_schulz(
 
         X₀ = G / ‖G‖_F,   X_{j+1} = a X_j + (b A_j + c A_j²) X_j,   A_j = X_j X_jᵀ
 
-    run on the wide orientation (``X Xᵀ`` is the smaller Gram matrix). ``dtype`` defaults to
-    bfloat16 on CUDA (as in ``muon.py``) and float32 elsewhere (CPU bfloat16 matmuls are slow).
+    run on the wide orientation (``X Xᵀ`` is the smaller Gram matrix), with the same ``addmm``
+    calls as ``torch.optim.Muon`` so that in bfloat16 the two give the same bits (tested).
+    ``dtype``: the precision of the iteration. ``torch.optim.Muon`` always runs it in
+    bfloat16; the default here is bfloat16 on CUDA (as in ``muon.py``) and float32 elsewhere
+    (CPU bfloat16 matmuls are slow), and the bench runs both settings explicitly.
     """
     a, b, c = coefficients
     if dtype is None:
@@ -60,25 +63,38 @@ def newton_schulz(
     X = X / X.norm().clamp(min=eps)
     for _ in range(steps):
         A = X @ X.mT
-        B = b * A + c * A @ A
-        X = a * X + B @ X
+        B = torch.addmm(A, A, A, beta=b, alpha=c)
+        X = torch.addmm(X, B, X, beta=a)
     if tall:
         X = X.mT
     return X.to(G.dtype)
 
 
 class NewtonSchulzMuon(NuMuon):
-    """Muon with the Newton-Schulz polar factor: NuMuon's harness, full rank, no SVD."""
+    """Muon with the Newton-Schulz polar factor: NuMuon's harness, full rank, no SVD.
 
-    def __init__(self, params: Iterable[Any], ns_steps: int = 5, **kwargs: Any) -> None:
+    ``dtype`` is the Newton-Schulz precision (see :func:`newton_schulz`): ``torch.bfloat16``
+    is ``torch.optim.Muon`` (the same step, tested), ``torch.float32`` the same algorithm in
+    float32, which ``torch.optim.Muon`` cannot run (it casts to bfloat16 unconditionally): the
+    fp32 Muon control of the bench.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        ns_steps: int = 5,
+        dtype: torch.dtype | None = None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("rank_schedule", 1.0)
         super().__init__(params, **kwargs)
         self.ns_steps = ns_steps
+        self.ns_dtype = dtype
 
     def direction(
         self, update: torch.Tensor, k: int, state: dict[str, Any], group: dict[str, Any], gen: Any
     ) -> torch.Tensor:
-        return newton_schulz(update, steps=self.ns_steps)
+        return newton_schulz(update, steps=self.ns_steps, dtype=self.ns_dtype)
 
 
 class ChainedOptimizer(torch.optim.Optimizer):

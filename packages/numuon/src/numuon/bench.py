@@ -1,68 +1,141 @@
-"""Optimizer step time of NuMuon against Muon and AdamW, on one matrix at a time.
+"""Optimizer step time of NuMuon against Muon at matched precision, on one matrix at a time.
 
-For each matrix size every optimizer steps the same parameter with the same random gradients
-in the same process, interleaved, so machine load hits them alike; a report gives the ratio of
-each step time to Muon's (``torch.optim.Muon``) per repeat, not absolute times. A second sweep
-varies NuMuon's rank ratio on one size, to show how the cost scales with ``k``: the Krylov
-block has ``k + p`` columns, so until it reaches the exact-SVD switch the cost grows with ``k``.
+``torch.optim.Muon`` runs its Newton-Schulz products in bfloat16, unconditionally; NuMuon's
+Krylov iteration runs in float32 by default. A ratio of the two mixes the algorithm with the
+precision (0.2's bench did, and reported the mean of per-repeat ratios: 13.75x mean, 3.69x
+median in one quick run). So every system is timed in both settings, interleaved in one
+:func:`paperstack.bench.compare_speed` run per matrix size (each repeat calls every system once,
+in a shuffled order, on the same gradient), and each is compared with the Muon of its own
+precision:
+
+- **bfloat16**: ``muon`` is ``torch.optim.Muon`` itself; ``muon-ns-bf16`` is the same
+  Newton-Schulz step in NuMuon's harness (bit-identical to torch's: an output-check row);
+  ``numuon-bf16`` runs its Krylov products in bfloat16 (``matmul_dtype``; QRs and the small SVD
+  stay float32, neither has a bfloat16 kernel).
+- **float32**: ``muon-fp32`` is torch's algorithm in float32 (:class:`~numuon.NewtonSchulzMuon`
+  with ``dtype=float32``: ``torch.optim.Muon`` cannot run in float32); ``numuon-fp32``,
+  ``muon-polar`` (the exact polar factor from an SVD, float32 only: LAPACK has no bfloat16
+  SVD) and ``adamw``.
+
+Rows per size: each system's step time (median over repeats, order-statistic 95% interval),
+and ``time_ratio_vs_muon-<precision>``: the median of the per-repeat ratios
+``t_system / t_muon`` (both timed in the same repeat) with its interval: > 1 means slower than
+Muon. A second sweep varies NuMuon's rank ratio on the last size, both precisions.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["DEFAULT_SIZES", "QUICK_SIZES", "RANK_RATIOS", "step_times"]
+__all__ = ["DEFAULT_SIZES", "QUICK_SIZES", "RANK_RATIOS", "run_bench", "systems_for"]
 
 DEFAULT_SIZES: tuple[tuple[int, int], ...] = ((128, 128), (256, 1024), (256, 256), (512, 512))
 QUICK_SIZES: tuple[tuple[int, int], ...] = ((64, 64), (64, 256), (128, 128))
 RANK_RATIOS: tuple[float, ...] = (1 / 64, 1 / 16, 1 / 4, 1 / 2, 1.0)
 
+#: system -> the Muon of the same precision it is compared with.
+MATCHED: dict[str, str] = {
+    "muon-ns-bf16": "muon",
+    "numuon-bf16": "muon",
+    "numuon-fp32": "muon-fp32",
+    "muon-polar": "muon-fp32",
+    "adamw": "muon-fp32",
+}
+
 Factory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 
 
-def _factories(rank: float) -> dict[str, Factory]:
+def systems_for(rank: float) -> dict[str, Factory]:
+    """Every optimizer of the bench, NuMuon at rank ratio ``rank``."""
     from numuon.baselines import NewtonSchulzMuon
     from numuon.optimizer import NuMuon
 
+    bf16, fp32 = torch.bfloat16, torch.float32
     return {
-        "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3),
-        "muon": lambda ps: torch.optim.Muon(ps, lr=0.02),
-        "muon-ns": lambda ps: NewtonSchulzMuon(ps, lr=0.02),
+        "muon": lambda ps: torch.optim.Muon(ps, lr=0.02, weight_decay=0.0),
+        "muon-ns-bf16": lambda ps: NewtonSchulzMuon(ps, lr=0.02, dtype=bf16),
+        "numuon-bf16": lambda ps: NuMuon(ps, lr=0.02, rank_schedule=rank, matmul_dtype=bf16),
+        "muon-fp32": lambda ps: NewtonSchulzMuon(ps, lr=0.02, dtype=fp32),
+        "numuon-fp32": lambda ps: NuMuon(ps, lr=0.02, rank_schedule=rank),
         "muon-polar": lambda ps: NuMuon(ps, lr=0.02, rank_schedule=1.0),
-        "numuon": lambda ps: NuMuon(ps, lr=0.02, rank_schedule=rank),
+        "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3),
     }
 
 
-def step_times(
+def _stepper(
+    make: Factory, shape: tuple[int, int], grads: list[torch.Tensor], device: str
+) -> tuple[Callable[[], torch.Tensor], torch.nn.Parameter]:
+    """A zero-argument step of a fresh optimizer on a zero ``shape`` parameter; each call takes
+    the next gradient of ``grads`` (the same sequence for every system) and returns the
+    parameter, so the first call's output is the first step of every system from one state."""
+    p = torch.nn.Parameter(torch.zeros(shape, device=device))
+    opt = make([p])
+    calls = [0]
+
+    def step() -> torch.Tensor:
+        p.grad = grads[calls[0] % len(grads)]
+        calls[0] += 1
+        opt.step()
+        return p
+
+    return step, p
+
+
+def _compare(
     shape: tuple[int, int],
     factories: dict[str, Factory],
     repeats: int,
-    warmup: int = 3,
-    seed: int = 0,
-    device: str = "cpu",
-) -> dict[str, list[float]]:
-    """Seconds per ``step()`` of each optimizer on one ``shape`` parameter, interleaved."""
+    seed: int,
+    device: str,
+) -> tuple[Any, dict[str, torch.Tensor]]:
+    from paperstack.bench import compare_speed
+
     gen = torch.Generator(device=device).manual_seed(seed)
     grads = [torch.randn(shape, generator=gen, device=device) for _ in range(4)]
-    params = {name: torch.nn.Parameter(torch.zeros(shape, device=device)) for name in factories}
-    opts = {name: make([params[name]]) for name, make in factories.items()}
-    times: dict[str, list[float]] = {name: [] for name in factories}
-    for i in range(warmup + repeats):
-        for name, opt in opts.items():
-            params[name].grad = grads[i % len(grads)]
-            if device != "cpu":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            opt.step()
-            if device != "cpu":
-                torch.cuda.synchronize()
-            if i >= warmup:
-                times[name].append(time.perf_counter() - t0)
-    return times
+    steps = {name: _stepper(make, shape, grads, device) for name, make in factories.items()}
+    first = {name: step().detach().clone() for name, (step, _) in steps.items()}
+    sync = torch.cuda.synchronize if device != "cpu" else None
+    cmp = compare_speed(
+        {name: step for name, (step, _) in steps.items()},
+        baseline="muon",
+        repeats=repeats,
+        warmup=2,
+        check=None,  # different algorithms: the output checks are the rows of run_bench
+        sync=sync,
+        seed=seed,
+    )
+    return cmp, first
+
+
+def _ratio_rows(cmp: Any, split: str, pairs: dict[str, str]) -> list[Any]:
+    from paperstack.bench import median_ci
+    from paperstack.records import Row
+
+    rows = []
+    for system, base in pairs.items():
+        if system not in cmp.times or base not in cmp.times:
+            continue
+        ratios = [s / b for s, b in zip(cmp.times[system], cmp.times[base], strict=True)]
+        med, (lo, hi) = median_ci(ratios)
+        rows.append(
+            Row(
+                system=system,
+                metric=f"time_ratio_vs_{base}",
+                value=med,
+                ci95=(lo, hi),
+                n=len(ratios),
+                split=split,
+                unit="x",
+            )
+        )
+    return rows
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp(min=1e-30))
 
 
 def run_bench(
@@ -73,45 +146,42 @@ def run_bench(
     device: str = "cpu",
     rank: float = 0.25,
     progress: Callable[[str], None] | None = None,
-) -> list[Any]:
-    """Rows: per size, each optimizer's step time over Muon's, per repeat (the two timed
-    back to back on the same gradient, so load hits both alike): the mean of those ratios with
-    its interval over repeats; per rank ratio, NuMuon's over Muon's on the last size."""
-    import numpy as np
+) -> tuple[list[Any], dict[str, Any]]:
+    """Rows (see the module docstring) and the raw timings (per size, for the report's config).
 
+    Output checks, on the first step of every system from the same zero matrix and gradient:
+    ``muon-ns-bf16`` against ``torch.optim.Muon`` (``max_abs_diff_vs_muon`` and an exact
+    ``matches_muon`` proportion: the harness is torch's step), and the relative Frobenius
+    difference of each bfloat16 step from its float32 counterpart (what the precision changes).
+    """
     from paperstack.records import Row
 
     rows: list[Row] = []
-
-    def ratio_row(system: str, num: list[float], den: list[float], split: str) -> Row:
-        ratios = {i: a / b for i, (a, b) in enumerate(zip(num, den, strict=True))}
-        return Row.from_items(system, "step_time_vs_muon", ratios, split=split, unit="ratio")
-
+    raw: dict[str, Any] = {}
     for shape in sizes:
         split = f"{shape[0]}x{shape[1]}"
         if progress:
             progress(f"sizes: {split}")
-        times = step_times(shape, _factories(rank), repeats, seed=seed, device=device)
-        for name in times:
-            rows.append(ratio_row(name, times[name], times["muon"], split))
-        rows.append(
-            Row(
-                system="muon",
-                metric="step_ms",
-                value=1e3 * float(np.median(times["muon"])),
-                n=repeats,
-                split=split,
-                unit="ms",
-            )
-        )
+        cmp, first = _compare(shape, systems_for(rank), repeats, seed, device)
+        raw[split] = cmp.to_dict()
+        rows += [r for r in cmp.rows(split=split) if r.metric == "time_ms"]
+        rows += _ratio_rows(cmp, split, MATCHED)
+        diff = float((first["muon-ns-bf16"] - first["muon"]).abs().max())
+        rows.append(Row(system="muon-ns-bf16", metric="max_abs_diff_vs_muon", value=diff,
+                        n=1, split=split))  # fmt: skip
+        rows.append(Row.proportion("muon-ns-bf16", "matches_muon", int(diff == 0.0), 1,
+                                   split=split))  # fmt: skip
+        for low, high in (("muon", "muon-fp32"), ("numuon-bf16", "numuon-fp32")):
+            rows.append(Row(system=low, metric=f"rel_diff_vs_{high}",
+                            value=_rel(first[low], first[high]), n=1, split=split))  # fmt: skip
     big = sizes[-1]
     for rank_ratio in ratios:
         split = f"{big[0]}x{big[1]}@r={rank_ratio:.4g}"
         if progress:
             progress(f"rank: {split}")
-        fac = _factories(rank_ratio)
-        times = step_times(
-            big, {"muon": fac["muon"], "numuon": fac["numuon"]}, repeats, seed=seed, device=device
-        )
-        rows.append(ratio_row("numuon", times["numuon"], times["muon"], split))
-    return rows
+        fac = systems_for(rank_ratio)
+        keep = ("muon", "numuon-bf16", "muon-fp32", "numuon-fp32")
+        cmp, _ = _compare(big, {k: fac[k] for k in keep}, repeats, seed, device)
+        raw[split] = cmp.to_dict()
+        rows += _ratio_rows(cmp, split, {k: MATCHED[k] for k in ("numuon-bf16", "numuon-fp32")})
+    return rows, raw

@@ -56,6 +56,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dataset", type=Path, default=None, help="UTF-8 text file as the corpus")
     p.add_argument("--resume", action="store_true", help="reuse finished runs in runs.jsonl")
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm: fine-tune SmolLM2-135M-Instruct (or --model) with Muon and "
+        "NuMuon, then compress both",
+    )
 
 
 @cli.demo(
@@ -71,7 +77,41 @@ def demo(run: Run) -> Report:
 
     positive(run.args, "--steps")
     positive(run.args, "--workers")
+    if run.args.real:
+        return _real(run)
     return run_demo(run)
+
+
+def _real(run: Run) -> Report:
+    """``numuon demo --real``: :mod:`numuon.real`."""
+    from dataclasses import replace
+
+    from numuon.real import QUICK_REAL, REAL, run_real
+
+    cfg = QUICK_REAL if run.quick else REAL
+    overrides = {"steps": run.args.steps, "model": run.model, "device": run.device}
+    cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    rows, claims, config = run_real(cfg, run.seeds, log=run.log)
+    return Report(
+        rows,
+        claims,
+        title="numuon: real-model arm" + (" (--quick)" if run.quick else ""),
+        intro=(
+            f"{cfg.model}: the nn.Linear matrices of the last {cfg.layers} decoder layers "
+            f"(7 each) fine-tuned for {cfg.steps} steps of {cfg.batch_size} x {cfg.seq_len} "
+            f"tokens of synthetic task text ({', '.join(cfg.tasks)}), the rest frozen, with "
+            "Muon (Newton-Schulz in NuMuon's harness: float32 on CPU, bfloat16 on CUDA) and "
+            f"NuMuon (constant r = {cfg.rank_end:g}) at lr {cfg.lr:g}, warmup + cosine, "
+            f"gradient clipping 1, training seeds {list(run.seeds)} (data order and Krylov "
+            "starts; the pretrained weights are the same). Then the trained matrices are "
+            "replaced by low-rank pairs (plain SVD and SVD-LLM whitening with "
+            f"{cfg.calib_sequences} calibration sequences) and the held-out loss is measured on "
+            f"{cfg.val_sequences} sequences (perplexity = exp(loss)). Claims are paired over "
+            "training seeds; per-sequence rows (`<arm>/seed<N>`) are descriptive. Budget fixed "
+            "before the first run; no tuning."
+        ),
+        config=config,
+    )
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
@@ -106,10 +146,10 @@ def _shapes(text: str) -> tuple[tuple[int, int], ...]:
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu", "cuda"))
 def bench(run: Run) -> Report:
-    """Optimizer step time as ratios to ``torch.optim.Muon``, interleaved in one process."""
-    import torch
-
+    """Optimizer step time against Muon at matched precision (:mod:`numuon.bench`)."""
     from numuon.bench import DEFAULT_SIZES, QUICK_SIZES, RANK_RATIOS, run_bench
+    from paperstack.bench import set_threads
+    from paperstack.records import Claim
 
     positive(run.args, "--repeats", 2)
     positive(run.args, "--threads")
@@ -117,9 +157,9 @@ def bench(run: Run) -> Report:
         sizes = _shapes(run.args.sizes)
     else:
         sizes = QUICK_SIZES if run.quick else DEFAULT_SIZES
-    torch.set_num_threads(run.args.threads)
+    threads = set_threads(run.args.threads)
     with run.progress(len(sizes) + len(RANK_RATIOS), "bench") as bar:
-        rows = run_bench(
+        rows, raw = run_bench(
             sizes,
             RANK_RATIOS,
             run.args.repeats,
@@ -128,20 +168,57 @@ def bench(run: Run) -> Report:
             progress=lambda what: bar.advance(at=what),
         )
     biggest = f"{sizes[-1][0]}x{sizes[-1][1]}"
-    numuon = next(
-        r for r in rows if r.system == "numuon" and r.split == biggest and r.metric.endswith("muon")
-    )
+    claims = [
+        Claim.compare(
+            f"muon_ns_bf16_is_torch_muon_{split}",
+            f"NuMuon's harness with bfloat16 Newton-Schulz takes torch.optim.Muon's step "
+            f"bit for bit on {split} (the matched-precision Muon control)",
+            rows,
+            ("muon-ns-bf16", "matches_muon", split),
+            "ge",
+            1.0,
+            exact=True,
+        )
+        for split in (f"{s[0]}x{s[1]}" for s in sizes)
+    ]
+
+    def ratio(system: str, base: str) -> str:
+        row = next(
+            r for r in rows
+            if r.system == system and r.split == biggest and r.metric == f"time_ratio_vs_{base}"
+        )  # fmt: skip
+        assert row.ci95 is not None
+        return f"{row.value:.2f}x [{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]"
+
     return Report(
         rows,
-        title=f"numuon {__version__}: optimizer step time",
+        claims,
+        title=f"numuon {__version__}: optimizer step time at matched precision",
         intro=(
-            "Median step time of each optimizer over torch.optim.Muon's on the same parameter and "
-            f"gradients, interleaved in one process ({run.args.repeats} repeats, "
-            f"{run.args.threads} thread(s), {run.device}); NuMuon at r = 0.25, and its rank "
-            f"sweep on the largest shape. Ratios, not absolute times."
+            "Step time of each optimizer on one matrix, interleaved in one process "
+            f"(paperstack.bench.compare_speed: {run.args.repeats} repeats, shuffled order, "
+            f"{threads} thread(s), {run.device}), as the median of per-repeat ratios to the "
+            "Muon of the same precision, with its order-statistic 95% interval (> 1: slower "
+            "than Muon). bfloat16: torch.optim.Muon (`muon`), the same step in NuMuon's "
+            "harness (`muon-ns-bf16`, checked bit-identical) and NuMuon with bfloat16 Krylov "
+            "products (`numuon-bf16`; QR and the small SVD in float32). float32: torch's "
+            "Newton-Schulz in float32 (`muon-fp32`, NuMuon's harness: torch.optim.Muon has no "
+            "float32 mode), NuMuon (`numuon-fp32`), the exact-SVD polar control (`muon-polar`) "
+            "and AdamW. NuMuon at r = 0.25, and its rank sweep on the largest shape. Ratios, "
+            "not absolute times; CPU bfloat16 matmuls are slow on CPUs without bfloat16 "
+            "instructions, so the two settings answer different questions there."
         ),
-        config={"sizes": [list(s) for s in sizes], "rank_ratios": list(RANK_RATIOS)},
-        summary=f"NuMuon (r = 0.25) takes {numuon.value:.2f}x Muon's step on {biggest}",
+        config={
+            "sizes": [list(s) for s in sizes],
+            "rank_ratios": list(RANK_RATIOS),
+            "threads": threads,
+            "timings": raw,
+        },
+        summary=(
+            f"On {biggest}, NuMuon (r = 0.25) takes {ratio('numuon-bf16', 'muon')} of "
+            f"torch.optim.Muon's step in bfloat16 and {ratio('numuon-fp32', 'muon-fp32')} of "
+            "Muon's in float32 (median per-repeat ratio [95% CI])"
+        ),
     )
 
 

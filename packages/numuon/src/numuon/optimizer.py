@@ -39,7 +39,7 @@ import torch.distributed as dist
 from torch import nn
 
 from numuon.errors import NumuonError
-from numuon.krylov import block_krylov_svd
+from numuon.krylov import block_krylov_svd, block_krylov_svd_batched
 from numuon.schedule import Constant, RankSchedule, check_ratio, rank_for
 
 __all__ = ["NuMuon", "muon_scale", "param_groups"]
@@ -78,8 +78,8 @@ def param_groups(
     whose spectrum matters (Muon's authors do the same). Any other parameter with two or more
     dimensions (a bare ``nn.Parameter`` matrix, a convolution kernel) also goes to AdamW, with a
     warning naming it, since it may be a matrix the caller meant NuMuon to train. Parameter
-    names are kept, so errors name the parameter. The first group is always the ``nn.Linear``
-    NuMuon group (possibly empty).
+    names are kept, so errors name the parameter. Groups come in the order Linear, Conv1D,
+    AdamW; an empty one is left out (GPT-2 has no Linear matrix but its head).
     """
     head: set[int] = set()
     getter = getattr(model, "get_output_embeddings", None)
@@ -125,7 +125,12 @@ def param_groups(
             "them with NuMuon (2-D only)",
             stacklevel=2,
         )
-    groups: list[dict[str, Any]] = [{"params": linear, "use_numuon": True}]
+    # Empty groups are left out: torch.optim.Optimizer refuses to mix named groups with one
+    # whose (empty) list carries no names ("all optimizer param groups should be with/without
+    # names"), which is what GPT-2 (Conv1D only, no nn.Linear matrix) used to hit.
+    groups: list[dict[str, Any]] = []
+    if linear:
+        groups.append({"params": linear, "use_numuon": True})
     if conv:
         groups.append({"params": conv, "use_numuon": True, "transposed": True})
     if adamw:
@@ -172,6 +177,17 @@ class NuMuon(torch.optim.Optimizer):
         distributed: shard the SVD work across ranks (see the module docstring). ``None``
             (default): whenever ``torch.distributed`` is initialised with more than one rank.
             Every rank must call ``step()`` with the same (all-reduced) gradients, as DDP does.
+        foreach: the multi-tensor path, as ``torch.optim`` optimizers offer it: momentum,
+            weight decay and the step run as ``torch._foreach_*`` ops over a group's matrices,
+            and matrices of one shape (and rank ``k``) share one batched Krylov iteration
+            (:func:`numuon.krylov.block_krylov_svd_batched`: batched products, QRs and SVDs)
+            instead of a Python loop of small ones. The same update as the per-tensor path up
+            to floating-point summation order (tested). ``None`` (default): on when every
+            matrix is on a CUDA device, as in ``torch.optim``. Under sharding (``distributed``)
+            the per-tensor path runs: each rank owns different matrices.
+        matmul_dtype: the dtype of the Krylov iteration's products with the momentum matrix
+            (``None``: float32). ``torch.bfloat16`` matches ``torch.optim.Muon``, whose
+            Newton-Schulz products run in bfloat16; QRs and the small SVD stay in float32.
 
     A group's ``transposed=True`` marks matrices stored ``d_in x d_out`` (GPT-2's ``Conv1D``;
     :func:`param_groups` sets it) for Muon's shape scale.
@@ -195,6 +211,8 @@ class NuMuon(torch.optim.Optimizer):
         seed: int = 0,
         nonfinite: Literal["raise", "skip"] = "raise",
         distributed: bool | None = None,
+        foreach: bool | None = None,
+        matmul_dtype: torch.dtype | None = None,
     ) -> None:
         if nonfinite not in ("raise", "skip"):
             raise NumuonError(f"nonfinite: {nonfinite!r} must be 'raise' or 'skip'")
@@ -213,6 +231,8 @@ class NuMuon(torch.optim.Optimizer):
         self.seed = int(seed)
         self.nonfinite = nonfinite
         self.distributed = distributed
+        self.foreach = foreach
+        self.matmul_dtype = matmul_dtype
         #: Steps skipped for non-finite gradients (``nonfinite="skip"``).
         self.skipped_steps = 0
         #: Update directions this process computed (under sharding, its own matrices only).
@@ -326,6 +346,7 @@ class NuMuon(torch.optim.Optimizer):
             n_iter=group["n_iter"],
             oversample=group["oversample"],
             generator=gen,
+            matmul_dtype=self.matmul_dtype,
         )
         state["krylov_basis"] = sub.basis
         # A zero momentum has no singular directions: step by zero, not by an arbitrary basis.
@@ -372,7 +393,9 @@ class NuMuon(torch.optim.Optimizer):
                 ratios[step] = self._ratio(step)  # validated before any weight moves
         rank, world = self._world()
         matrices = [t for t in todo if t[2]["use_numuon"]]
-        if world == 1:
+        if world == 1 and self._use_foreach(matrices):
+            self._foreach_updates(matrices, ratios)
+        elif world == 1:
             for index, p, group in matrices:
                 self._numuon_update(p, group, index, ratios)
         else:
@@ -409,6 +432,91 @@ class NuMuon(torch.optim.Optimizer):
                 outputs = [item[1].data for item in chunk]
                 outputs += [torch.empty_like(mine) for _ in range(world - len(chunk))]
                 dist.all_gather(outputs, mine)
+
+    def _use_foreach(self, matrices: list[tuple[int, torch.Tensor, dict[str, Any]]]) -> bool:
+        if self.foreach is not None:
+            return bool(self.foreach)
+        return bool(matrices) and all(p.is_cuda for _, p, _ in matrices)
+
+    def directions(
+        self,
+        updates: list[torch.Tensor],
+        k: int,
+        states: list[dict[str, Any]],
+        group: dict[str, Any],
+        gens: list[Any],
+    ) -> list[torch.Tensor]:
+        """:meth:`direction` of several same-shape matrices at once (the ``foreach`` path):
+        one batched Krylov iteration. A subclass that overrides only :meth:`direction` (the
+        Newton-Schulz baseline) gets a loop over it instead, so it stays correct."""
+        if type(self).direction is not NuMuon.direction:
+            return [
+                self.direction(u, k, st, group, g)
+                for u, st, g in zip(updates, states, gens, strict=True)
+            ]
+        inits = [st.get("krylov_basis") for st in states]
+        sub = block_krylov_svd_batched(
+            torch.stack(updates),
+            k,
+            inits,
+            n_iter=group["n_iter"],
+            oversample=group["oversample"],
+            generators=gens,
+            matmul_dtype=self.matmul_dtype,
+        )
+        for i, st in enumerate(states):
+            st["krylov_basis"] = sub.basis[i]
+        nonzero = (sub.S[..., :1] > 0).to(sub.U.dtype).unsqueeze(-1)
+        return list(((sub.U * nonzero) @ sub.V.mT).unbind(0))
+
+    def _foreach_updates(
+        self, matrices: list[tuple[int, torch.Tensor, dict[str, Any]]], ratios: dict[int, float]
+    ) -> None:
+        """The multi-tensor path (``foreach=True``): per group, the momentum, Nesterov look-ahead,
+        weight decay and step as ``torch._foreach_*`` ops; the directions batched per shape and
+        rank. The same arithmetic as :meth:`_numuon_update`, in the same order."""
+        by_group: dict[int, list[tuple[int, torch.Tensor, dict[str, Any]]]] = {}
+        for item in matrices:
+            by_group.setdefault(id(item[2]), []).append(item)
+        for items in by_group.values():
+            group = items[0][2]
+            params = [p for _, p, _ in items]
+            states = [self.state[p] for p in params]
+            for p, st in zip(params, states, strict=True):
+                if "step" not in st:
+                    st["step"] = torch.tensor(0.0)
+                    st["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            grads = [p.grad for p in params if p.grad is not None]
+            assert len(grads) == len(params)  # the caller kept only parameters with a gradient
+            bufs = [st["momentum_buffer"] for st in states]
+            beta = group["momentum"]
+            torch._foreach_lerp_(bufs, grads, 1 - beta)
+            updates = torch._foreach_lerp(grads, bufs, beta) if group["nesterov"] else bufs
+            steps = [int(st["step"]) for st in states]
+            ks = [rank_for(ratios[t], p.shape) for t, p in zip(steps, params, strict=True)]
+            buckets: dict[tuple[Any, ...], list[int]] = {}
+            for i, p in enumerate(params):
+                buckets.setdefault((tuple(p.shape), p.dtype, p.device, ks[i]), []).append(i)
+            dirs: list[torch.Tensor] = [torch.empty(0)] * len(params)
+            for (_, _, _, k), idx in buckets.items():
+                gens = [self._generator(items[i][0], steps[i], params[i].device) for i in idx]
+                out = self.directions(
+                    [updates[i] for i in idx], k, [states[i] for i in idx], group, gens
+                )
+                for i, d in zip(idx, out, strict=True):
+                    dirs[i] = d.to(params[i].dtype)
+            self.directions_computed += len(params)
+            scales = []
+            for p, k in zip(params, ks, strict=True):
+                scale = muon_scale(p.shape, group.get("transposed", False))
+                if group["rms_match"]:
+                    scale *= math.sqrt(min(p.shape) / k)
+                scales.append(-group["lr"] * scale)
+            torch._foreach_mul_(params, 1 - group["lr"] * group["weight_decay"])
+            torch._foreach_mul_(dirs, scales)
+            torch._foreach_add_(params, dirs)
+            for st in states:
+                st["step"] += 1
 
     def _numuon_update(
         self, p: torch.Tensor, group: dict[str, Any], index: int, ratios: dict[int, float]
