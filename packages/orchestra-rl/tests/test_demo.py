@@ -129,4 +129,7 @@ def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
 def test_bench_writes_ratios(tmp_path):
     assert main(["bench", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     results = load_results(tmp_path / "bench.json")
-    assert results.row("orchestration_per_round_over_one_call", "time_ratio").value > 0
+    row = results.row("orchestration_per_round_over_one_call", "time_ratio")
+    assert row.n == 6
+    assert row.ci95 is not None
+    assert results.row("model-call+orchestrator", "matches_model-call").value == 1.0

@@ -360,7 +360,9 @@ def demo(run: Run) -> Report:
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debates", type=positive_int, default=100_000, help="simulated debates")
-    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (paired)")
+    p.add_argument(
+        "--repeats", type=positive_int, default=9, help="interleaved timed repeats (>= 6)"
+    )
 
 
 @cli.bench(arguments=_bench_arguments, seeds=1, devices=("cpu",))

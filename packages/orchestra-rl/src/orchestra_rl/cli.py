@@ -529,58 +529,22 @@ def swarm(args: argparse.Namespace) -> int:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rounds", type=positive_int, default=30, help="timed rounds (default 30)")
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=30,
+        help="interleaved timed rounds (>= 6; default 30)",
+    )
 
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu",))
 def bench(run: Run) -> Report:
     """Orchestration overhead per round (embedding the N outputs + the policy's forward pass)
-    over the time of one model call of a tiny local transformers model, paired per round."""
-    import numpy as np
-    import torch
+    over one model call of a tiny local transformers model (paperstack.bench: interleaved,
+    the median of per-repeat ratios, the call's reply checked unchanged)."""
+    from orchestra_rl.bench import run_bench
 
-    from orchestra_rl.entropy import spectral_entropy
-    from orchestra_rl.orchestrator import LearnedOrchestrator
-    from orchestra_rl.swarm import Observation
-    from orchestra_rl.tasks import KINDS, instance_pool
-    from paperstack.embed import Embedder
-    from paperstack.records import Row
-
-    torch.set_num_threads(1)
-    rounds = 5 if run.quick else run.args.rounds
-    if rounds < 2:
-        raise PaperstackError(f"--rounds {rounds}: needs at least 2")
-    from paperstack.llm import TransformersChat
-    from paperstack.tiny import pretrained
-
-    tiny_model, tokenizer = pretrained("micro", progress=run.show_progress)
-    model = TransformersChat(tiny_model, tokenizer)
-    embedder = Embedder()
-    policy = LearnedOrchestrator(KINDS)
-    policy.eval()
-    n = 8
-    instances = instance_pool("addition", rounds, "test", run.seed)
-    ratios: dict[int, float] = {}
-    for r, inst in enumerate(instances):
-        t0 = time.perf_counter()
-        reply = model.generate([inst.prompt], max_new_tokens=16, seed=r)[0][0]
-        t1 = time.perf_counter()
-        outputs = [f"{reply} #{r}:{i}" for i in range(n)]  # distinct: no cache hits
-        vectors = embedder.encode(outputs)
-        obs = Observation(
-            inst, 1, 4, 3 * n, 2 * n, list(outputs), [str(i % 3) for i in range(n)],
-            [0.5] * n, float(spectral_entropy(vectors)),
-        )  # fmt: skip
-        policy.begin([], seed=r)
-        policy.plan([obs], [0])
-        t2 = time.perf_counter()
-        ratios[r] = (t2 - t1) / max(t1 - t0, 1e-9)
-    rows = [Row.from_items("orchestration_per_round_over_one_call", "time_ratio", ratios)]
-    summary = (
-        f"one orchestration round for N = {n} (MiniLM on {n} outputs + policy) takes "
-        f"{float(np.median(list(ratios.values()))):.2f}x one tiny-model call (median)"
-    )
-    return Report(rows, summary=summary, config={"rounds": rounds, "n": n})
+    return run_bench(run)
 
 
 main = cli.main

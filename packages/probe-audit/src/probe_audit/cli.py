@@ -498,7 +498,12 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repeats", type=positive_int, default=5, help="timed steps (default 5)")
+    p.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=6,
+        help="interleaved timed repeats (>= 6; default 6)",
+    )
     p.add_argument(
         "--pretrain-steps",
         type=positive_int,
@@ -509,84 +514,44 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
 
 @cli.bench(arguments=_bench_arguments, devices=("cpu",))
 def bench(run: Run) -> Report:
-    """Episodes per second of the rule game, and the PROBE step time over a plain GRPO step's
-    on the same model and rollout budget (per-repeat ratios)."""
-    import torch
+    """The rule game with and without the judge, the PROBE step over a plain GRPO step, and
+    GRPO/DPO through trl over the package's own losses (paperstack.bench: interleaved, medians
+    of per-repeat ratios, outputs checked in the same run)."""
+    from probe_audit.bench import MIN_REPEATS, measure
 
-    from paperstack.records import Row
-    from probe_audit.auditors import ModelAuditor
-    from probe_audit.evaluate import make_reward
-    from probe_audit.game import GameConfig, play
-    from probe_audit.policy import check_episode
-    from probe_audit.strategies import RandomTemplateAuditor
-    from probe_audit.toy import pretrained_auditor
-    from probe_audit.training import AuditorTrainer, TrainConfig
-
-    torch.set_num_threads(1)
-    repeats = 2 if run.quick else run.args.repeats
-    worlds, targets = _worlds(bugs=True)
-    eps_per_s: dict[int, float] = {}
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        n = 0
-        for name, domain in worlds.items():
-            db = domain.database(i)
-            scenarios = domain.make_scenarios(db, 32, i)
-            n += len(
-                play(domain, scenarios, RandomTemplateAuditor(i), targets[name], db, GameConfig())
-            )
-        eps_per_s[i] = n / (time.perf_counter() - t0)
-    model, tokenizer = pretrained_auditor(run.args.pretrain_steps, progress=run.show_progress)
-    plaus = _plausibility("trigram")
-
-    def plain(episode: Any, domain: Any, target: Any) -> dict[str, float]:
-        episode.violations = check_episode(episode, domain)
-        return {"total": float(len(episode.violations))}
-
-    ratios: dict[int, float] = {}
-    step_config = TrainConfig(steps=1, scenarios_per_step=2, group_size=2)
-    for i in range(repeats):
-        times = []
-        for reward in (plain, make_reward(plaus)):
-            auditor = ModelAuditor(copy.deepcopy(model), tokenizer, seed=i)
-            trainer = AuditorTrainer(auditor, worlds, targets, reward, step_config)
-            trainer.step(i)
-            times.append(trainer.step_seconds[-1])
-        ratios[i] = times[1] / times[0]
-    # The demo's GRPO and DPO arms through trl's trainers against the package's own losses on
-    # the demo's step shape (2 scenarios x 4 episodes per domain), trainer construction
-    # included: what a user pays for going through trl.
-    import trl  # noqa: F401  (imported once here, so no repeat pays for the import)
-
-    from probe_audit.trl_training import TRL_OBJECTIVES, train_with_trl
-
+    repeats = MIN_REPEATS if run.quick else run.args.repeats
     trl_steps = 1 if run.quick else 3
-    trl_ratios: dict[str, dict[int, float]] = {o: {} for o in TRL_OBJECTIVES}
-    for i in range(repeats):
-        for objective in TRL_OBJECTIVES:
-            shape = TrainConfig(objective=objective, steps=trl_steps, scenarios_per_step=2,
-                                group_size=4, seed=i)  # fmt: skip
-            own = AuditorTrainer(ModelAuditor(copy.deepcopy(model), tokenizer, seed=i), worlds,
-                                 targets, make_reward(plaus), shape)  # fmt: skip
-            t0 = time.perf_counter()
-            own.train()
-            own_seconds = time.perf_counter() - t0
-            through = train_with_trl(ModelAuditor(copy.deepcopy(model), tokenizer, seed=i),
-                                     worlds, targets, make_reward(plaus), shape)  # fmt: skip
-            trl_ratios[objective][i] = float(through["seconds"]) / own_seconds
-    rows = [
-        Row.from_seeds("rule-game", "episodes_per_second", eps_per_s),
-        Row.from_seeds("probe-step", "time_ratio_to_plain_grpo", ratios),
-        *(Row.from_seeds(f"trl-{o}", "time_ratio_to_own_loss", trl_ratios[o])
-          for o in TRL_OBJECTIVES),
-    ]  # fmt: skip
-    summary = (
-        f"{rows[0].value:.0f} rule-game episodes/s; a PROBE step takes {rows[1].value:.2f}x a "
-        f"plain GRPO step on the same rollouts; {trl_steps} steps through trl's GRPOTrainer take "
-        f"{rows[2].value:.2f}x and through DPOTrainer {rows[3].value:.2f}x the package's own "
-        "losses (trainer construction included)"
+    rows, claims, config = measure(
+        run, repeats=repeats, pretrain_steps=run.args.pretrain_steps, trl_steps=trl_steps
     )
-    return Report(rows, summary=summary, config={"repeats": repeats, "trl_steps": trl_steps})
+    by = {(r.system, r.metric): r for r in rows}
+
+    def val(system: str, metric: str) -> str:
+        r = by[(system, metric)]
+        assert r.ci95 is not None
+        return f"{r.value:.2f}x [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]"
+
+    summary = (
+        f"{by[('rule-game', 'episodes_per_second')].value:.0f} rule-game episodes/s; a PROBE "
+        f"step takes {val('probe-step', 'time_ratio_to_plain_grpo')} a plain GRPO step on the "
+        f"same rollouts; {trl_steps} steps through trl's GRPOTrainer take "
+        f"{val('trl-grpo', 'time_ratio_to_own_loss')} and through DPOTrainer "
+        f"{val('trl-dpo', 'time_ratio_to_own_loss')} the package's own losses (trainer "
+        f"construction included; medians of {repeats}); "
+        + ", ".join(f"{c.id}: {c.verdict}" for c in claims)
+    )
+    intro = (
+        f"paperstack.bench: one warm-up round, then {repeats} interleaved repeats of each "
+        f"comparison (shuffled order, {config['threads']} torch thread); each speed row is the "
+        "median of per-repeat ratios with its order-statistic 95% interval. Compared, each "
+        "with an output check in the same run: the rule game alone vs followed by the judge "
+        f"({config['episodes']} episodes; the episodes must be unchanged), a plain GRPO step vs "
+        "a PROBE step (the same episodes and violations), and GRPO/DPO through trl vs the "
+        f"package's own losses ({trl_steps} step(s); the same optimizer steps and episodes). "
+        "Timings from a shared, loaded 2-core CPU (other jobs ran beside it): read the "
+        "ratios, not the absolute rates."
+    )
+    return Report(rows, claims, intro=intro, summary=summary, config=config)
 
 
 main = cli.main
