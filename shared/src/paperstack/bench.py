@@ -47,15 +47,37 @@ from paperstack.records import Claim, Row
 
 __all__ = [
     "SpeedComparison",
+    "add_repeats_argument",
     "compare_speed",
     "max_abs_diff",
     "median_ci",
+    "repeats_for",
     "set_threads",
 ]
 
 Check = Literal["exact"] | float | Callable[[Any, Any], float] | None
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def add_repeats_argument(
+    parser: Any, *, default: int = 9, quick: int = 6, what: str = "rounds"
+) -> None:
+    """A bench's ``--repeats N`` flag: interleaved timed rounds, unset meaning ``default``
+    (``quick`` with ``--quick``; 6 is the fewest whose order-statistic 95% interval exists)."""
+    from paperstack.contract import positive_int
+
+    parser.add_argument(
+        "--repeats", type=positive_int, default=None, metavar="N",
+        help=f"interleaved timed {what} (default {default}, {quick} with --quick: >= 6 for a "
+        "95%% interval)",
+    )  # fmt: skip
+
+
+def repeats_for(run: Any, *, default: int = 9, quick: int = 6) -> int:
+    """The rounds a run asked for with :func:`add_repeats_argument` (an explicit value wins)."""
+    given = getattr(run.args, "repeats", None)
+    return int(given) if given else (quick if run.quick else default)
 
 
 def set_threads(n: int | None = None) -> int:

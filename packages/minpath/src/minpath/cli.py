@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from minpath import __version__
+from paperstack.bench import add_repeats_argument
 from paperstack.contract import ContractCLI, Report, Run, positive_int, seed_int
 
 cli = ContractCLI("minpath", "minpath", __version__, __doc__)
@@ -116,72 +117,20 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (default 5)")
     p.add_argument("--cots", type=positive_int, default=500, help="CoTs per extraction repeat")
+    add_repeats_argument(p, default=7, quick=6, what="repeats")
 
 
 @cli.bench(arguments=_bench_arguments, model=MODEL_HELP, devices=None)
 def bench(run: Run) -> Report:
-    """Extraction CoTs/s; generation tokens and time of MinPath over raw models (ratios)."""
+    """Extraction and generation time of MinPath against its references, interleaved."""
     _threads()
-    from minpath import demo as d
-    from minpath.finetune import SFTSettings, generate, sft
-    from minpath.graph import compress
-    from minpath.traces import verbose_traces
-    from paperstack import tiny
-    from paperstack.records import Row
+    import torch
 
-    config = d.QUICK if run.quick else d.DemoConfig()
-    repeats = 2 if run.quick else run.args.repeats
-    n_cots = 50 if run.quick else run.args.cots
-    traces = verbose_traces(n_cots, seed=run.seed, task=config.task)
-    rate: dict[int, float] = {}
-    for i in range(repeats):
-        start = time.perf_counter()
-        for t in traces:
-            compress(t.question, t.cot, gold_answer=t.value)
-        rate[i] = len(traces) / (time.perf_counter() - start)
-    base = d.base_path(config, run.model)
-    comp = d.compress_traces(verbose_traces(config.train, seed=run.seed, task=config.task),
-                             config.task)  # fmt: skip
-    models = {}
-    for name, texts in (("raw", [t.cot for t in comp.traces]), ("minpath", comp.minpath)):
-        settings = SFTSettings(steps=config.steps, batch_size=config.batch_size,
-                               learning_rate=config.learning_rate(name), seed=run.seed,
-                               device=run.device)  # fmt: skip
-        model, tok = tiny.load(base)
-        model.to(run.device)  # type: ignore[arg-type]
-        sft(model, tok, list(zip(d.prompts_of(comp.traces), texts, strict=True)), settings)
-        models[name] = (model, tok)
-    prompts = [t.question for t in verbose_traces(config.test, seed=d.EVAL_SEED, split="test",
-                                                  task=config.task)]  # fmt: skip
-    times: dict[str, dict[int, float]] = {"raw": {}, "minpath": {}}
-    tokens: dict[str, dict[int, float]] = {"raw": {}, "minpath": {}}
-    with run.progress(repeats, "repeats") as bar:
-        for i in range(repeats):
-            for name, (model, tok) in models.items():
-                gens, seconds = generate(model, tok, prompts, max_new_tokens=config.max_new_tokens)
-                times[name][i] = seconds
-                tokens[name][i] = float(sum(g.tokens for g in gens))
-            bar.advance()
-    rows = [
-        Row.from_seeds("minpath", "extraction_cots_per_s", rate, unit="CoT/s"),
-        Row.from_seeds("minpath/raw", "gen_time_ratio",
-                       {i: times["minpath"][i] / times["raw"][i] for i in times["raw"]}),
-        Row.from_seeds("minpath/raw", "gen_token_ratio",
-                       {i: tokens["minpath"][i] / tokens["raw"][i] for i in tokens["raw"]}),
-        Row.from_seeds("raw", "gen_seconds", times["raw"], unit="s"),
-        Row.from_seeds("minpath", "gen_seconds", times["minpath"], unit="s"),
-    ]  # fmt: skip
-    summary = (
-        f"graph extraction {rows[0].value:.0f} CoTs/s; the MinPath model takes "
-        f"{rows[1].value:.2f}x the raw model's generation time for {rows[2].value:.2f}x its "
-        f"tokens ({repeats} repeats of {len(prompts)} prompts, device {run.device}; a shared "
-        "2-core CPU)"
-    )
-    return Report(rows, summary=summary,
-                  config={"repeats": repeats, "cots": n_cots, "steps": config.steps,
-                          "preset": config.preset, "prompts": len(prompts)})  # fmt: skip
+    from minpath.bench import run_bench
+    from paperstack.bench import set_threads
+
+    return run_bench(run, threads=set_threads(torch.get_num_threads()))
 
 
 def _compress_arguments(p: argparse.ArgumentParser) -> None:

@@ -4,8 +4,9 @@
   model's failures (premise), then OPCT vs SFT (BCT) consistency training vs the base, per
   seed; writes ``DIR/results.json``, ``DIR/report.md`` and figures. ``--quick`` is the
   one-minute smoke version (micro model, a few steps: it measures nothing).
-- ``opct bench --out DIR``: wall time of an OPCT step over an SFT step (a ratio, paired per
-  repeat), and peak memory on CUDA, in ``DIR/bench.json``.
+- ``opct bench --out DIR``: wall time of an OPCT step over an SFT step (the median of
+  interleaved per-round ratios, with an output check), and peak memory on CUDA, in
+  ``DIR/bench.json`` (:mod:`opct.bench`).
 - ``opct sweep --out DIR``: the validation run made before the reported demo: the base
   model's premise on validation items, and both methods over the same learning-rate grid at
   the validation seed; writes ``DIR/sweep.json`` and prints the chosen rates.
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from opct import __version__
+from paperstack.bench import add_repeats_argument
 from paperstack.contract import ContractCLI, Report, Run, positive_float, positive_int
 
 cli = ContractCLI("opct", "opct", __version__, __doc__)
@@ -159,76 +161,18 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (default 5)")
-    p.add_argument("--steps", type=positive_int, default=3, help="steps per timed run")
+    p.add_argument("--steps", type=positive_int, default=3, help="steps per timed call")
+    # 7 rounds (6 with --quick): a median's order-statistic 95% interval needs at least 6.
+    add_repeats_argument(p, default=7, quick=6)
 
 
 @cli.bench(arguments=_bench_arguments, model=MODEL_HELP, devices=None)
 def bench(run: Run) -> Report:
     """Time (and, on CUDA, peak memory) of OPCT steps over SFT steps on the same pairs."""
     _threads()
-    import torch
+    from opct.bench import run_bench
 
-    from opct import demo as d
-    from opct.harness import TrainSettings, bct_targets, train_bct, train_opct
-    from opct.pairs import mixed_pairs
-    from opct.world import AlignmentWorld
-    from paperstack.records import Row
-
-    config = d.QUICK if run.quick else d.DemoConfig()
-    repeats = 2 if run.quick else run.args.repeats
-    world = AlignmentWorld()
-    pairs = mixed_pairs(world, max(64, config.batch_size * run.args.steps), seed=run.seed)
-    settings = TrainSettings(steps=run.args.steps, batch_size=config.batch_size,
-                             max_completion_length=config.max_completion_length,
-                             seed=run.seed, device=run.device)  # fmt: skip
-    cuda = run.device.startswith("cuda")
-    ratios: dict[int, float] = {}
-    memory: dict[int, float] = {}
-    times: dict[str, dict[int, float]] = {"opct": {}, "sft": {}}
-    with run.progress(repeats, "repeats") as bar:
-        for i in range(repeats):
-            peaks = {}
-            for method in ("opct", "sft"):
-                net, tok = d.load_base(config, run.model, world)
-                net.to(run.device)
-                targets = None
-                if method == "sft":
-                    targets = bct_targets(net, tok, pairs, seed=run.seed,
-                                          max_new_tokens=config.max_completion_length)  # fmt: skip
-                if cuda:
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
-                start = time.perf_counter()
-                if method == "opct":
-                    train_opct(net, tok, pairs, settings)
-                else:
-                    train_bct(net, tok, pairs, settings, targets=targets)
-                if cuda:
-                    torch.cuda.synchronize()
-                    peaks[method] = float(torch.cuda.max_memory_allocated())
-                times[method][i] = (time.perf_counter() - start) / settings.steps
-            ratios[i] = times["opct"][i] / times["sft"][i]
-            if cuda:
-                memory[i] = peaks["opct"] / peaks["sft"]
-            bar.advance()
-    rows = [
-        Row.from_seeds("opct", "step_seconds", times["opct"], unit="s"),
-        Row.from_seeds("sft", "step_seconds", times["sft"], unit="s"),
-        Row.from_seeds("opct/sft", "step_time_ratio", ratios),
-    ]
-    if memory:
-        rows.append(Row.from_seeds("opct/sft", "peak_memory_ratio", memory))
-    summary = (
-        f"an OPCT step takes {rows[2].value:.2f}x an SFT step "
-        f"({rows[0].value:.2f} s vs {rows[1].value:.2f} s, {repeats} repeats of "
-        f"{settings.steps} steps, batch {settings.batch_size}, device {run.device}"
-        + (f"; peak memory {rows[3].value:.2f}x" if memory else "; memory not measured on CPU")
-        + ")"
-    )
-    return Report(rows, summary=summary,
-                  config={"repeats": repeats, "steps": settings.steps,
-                          "batch_size": settings.batch_size, "preset": config.preset})  # fmt: skip
+    return run_bench(run)
 
 
 def _sweep_arguments(p: argparse.ArgumentParser) -> None:

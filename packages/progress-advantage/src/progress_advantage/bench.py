@@ -1,5 +1,5 @@
 """Scoring cost: progress advantage (policy + reference passes) against a confidence baseline
-(policy pass only), in one run, as a time ratio paired per repeat.
+(policy pass only), timed interleaved on :mod:`paperstack.bench`, with an output check.
 
 The method needs one extra forward pass of a model of the same size, so its cost should be
 about twice the confidence pass, not more. Models have random weights (speed does not depend
@@ -8,13 +8,28 @@ model of Qwen2-0.5B's shape (24 layers, width 896, 14 query / 2 key-value heads,
 151,936-token vocabulary), for a GPU. The character tokenizer only uses the first ids of that
 vocabulary, which does not change the cost: every position still projects onto, and
 log-softmaxes over, all 151,936 logits.
+
+Timing: :func:`paperstack.bench.compare_speed` warms both systems up, then runs ``repeats``
+rounds that each score the same trajectories once with each system in a shuffled order; the
+cost ratio of a round is ``t_pa / t_conf`` and the reported ``time_ratio`` is the **median** of
+those ratios with its order-statistic 95% interval (the ``speedup_vs_confidence`` row is the
+same thing the other way up). Threads are set (one on a CPU) and recorded.
+
+Output check: the two systems legitimately differ (progress advantage adds the reference's
+log-probabilities), so what must agree is stated instead: the policy pass inside progress
+advantage is the confidence pass, so its per-token policy log-probabilities must be
+**bit-identical** to the confidence system's on the same input, and every reference
+log-probability it adds must be finite. :func:`output_difference` returns the largest policy
+log-probability difference (``inf`` when a reference value is not finite), judged exactly.
 """
 
 from __future__ import annotations
 
-import time
+import math
+from collections.abc import Sequence
 from typing import Any
 
+from paperstack.bench import repeats_for
 from paperstack.contract import Report, Run
 from paperstack.records import Claim, Row
 from progress_advantage.errors import ProgressAdvantageError
@@ -72,21 +87,42 @@ def _trajectories(n: int, steps: int, seed: int) -> list[Any]:
     ]
 
 
+def output_difference(pa: Sequence[Any], conf: Sequence[Any]) -> float:
+    """What must agree between the two systems' outputs (lists of ``TokenScores``): the largest
+    absolute difference of the policy log-probabilities (0.0 when bit-identical), ``inf`` when
+    a trajectory's scored tokens differ or a reference log-probability of ``pa`` is not finite
+    (the added pass must produce a log-ratio on every scored token)."""
+    import numpy as np
+
+    if len(pa) != len(conf):
+        return math.inf
+    worst = 0.0
+    for a, b in zip(pa, conf, strict=True):
+        if a.policy_logp.shape != b.policy_logp.shape or not np.array_equal(a.step, b.step):
+            return math.inf
+        if not np.all(np.isfinite(a.reference_logp)):
+            return math.inf
+        if a.policy_logp.size:
+            worst = max(worst, float(np.max(np.abs(a.policy_logp - b.policy_logp))))
+    return worst
+
+
 def run_bench(run: Run) -> Report:
     import torch
 
     from paperstack import tiny
+    from paperstack.bench import compare_speed, median_ci, set_threads
     from progress_advantage.scoring import LogRatioScorer
 
     args = run.args
-    repeats = 2 if run.quick else args.repeats
+    repeats = repeats_for(run, default=9, quick=6)
     n = min(args.trajectories, 16) if run.quick else args.trajectories
     if not 1 <= args.steps <= 20:
         raise ProgressAdvantageError(f"--steps {args.steps}: must be 1..20 (solution lines)")
     if repeats < 2:
         raise ProgressAdvantageError(f"--repeats {repeats}: needs at least 2 (paired repeats)")
-    if run.device == "cpu":
-        torch.set_num_threads(1)
+    # One thread on a CPU: the shared machine's second core would otherwise be contended.
+    threads = set_threads(1) if run.device == "cpu" else None
     tok = tiny.build_tokenizer(model_max_length=4096)
     policy = build_bench_model(args.shape, tok, run.seed).to(run.device)
     reference = build_bench_model(args.shape, tok, run.seed + 1).to(run.device)
@@ -94,56 +130,64 @@ def run_bench(run: Run) -> Report:
         policy, reference = policy.to(torch.bfloat16), reference.to(torch.bfloat16)
     trajs = _trajectories(n, args.steps, run.seed)
     scorer = LogRatioScorer(policy, reference, tok, batch_size=64)
-    tokens = sum(int(ts.step.size) for ts in scorer.score(trajs, with_reference=False))  # warm-up
+    tokens = sum(int(ts.step.size) for ts in scorer.score(trajs, with_reference=False))
 
     def sync() -> None:
         if run.device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    ratio: dict[int, float] = {}
-    pa_rate: dict[int, float] = {}
-    conf_rate: dict[int, float] = {}
-    with run.progress(repeats, "bench repeats") as bar:
-        for i in range(repeats):
-            sync()
-            t0 = time.perf_counter()
-            scorer.score(trajs, with_reference=False)
-            sync()
-            t1 = time.perf_counter()
-            scorer.score(trajs)
-            sync()
-            t2 = time.perf_counter()
-            conf_rate[i] = tokens / (t1 - t0)
-            pa_rate[i] = tokens / (t2 - t1)
-            ratio[i] = (t2 - t1) / (t1 - t0)
-            bar.advance()
-    rows = [
-        Row.from_seeds(CONF_SYSTEM, "tokens_per_s", conf_rate, unit="scored tok/s"),
-        Row.from_seeds(PA_SYSTEM, "tokens_per_s", pa_rate, unit="scored tok/s"),
-        Row(system=CONF_SYSTEM, metric="time_ratio", value=1.0, n=repeats),
-        Row.from_seeds(PA_SYSTEM, "time_ratio", ratio, unit="x the confidence pass"),
-    ]
+    with run.progress(1, "bench (warm-up + interleaved repeats)") as bar:
+        cmp = compare_speed(
+            {
+                CONF_SYSTEM: lambda: scorer.score(trajs, with_reference=False),
+                PA_SYSTEM: lambda: scorer.score(trajs),
+            },
+            baseline=CONF_SYSTEM,
+            repeats=repeats,
+            warmup=1,
+            check=output_difference,
+            tolerance=0.0,
+            sync=sync,
+            seed=run.seed,
+        )
+        bar.advance()
+    rows = cmp.rows()
+    cost = [s / b for s, b in zip(cmp.times[PA_SYSTEM], cmp.times[CONF_SYSTEM], strict=True)]
+    med, (lo, hi) = median_ci(cost)
+    rows.append(Row(system=PA_SYSTEM, metric="time_ratio", value=med, ci95=(lo, hi),
+                    n=len(cost), unit="x the confidence pass (median)"))  # fmt: skip
+    for name in (CONF_SYSTEM, PA_SYSTEM):
+        rate, (rlo, rhi) = median_ci([tokens / t for t in cmp.times[name]])
+        rows.append(Row(system=name, metric="tokens_per_s", value=rate, ci95=(rlo, rhi),
+                        n=len(cost), unit="scored tok/s (median)"))  # fmt: skip
     claims = [
         Claim.compare(
             "pa_cost_about_two_passes",
             "Scoring with progress advantage costs at most about twice a single-model "
-            "confidence pass (time ratio <= 2.25, paired over repeats).",
+            "confidence pass (median per-repeat time ratio <= 2.25, interleaved repeats).",
             rows,
             (PA_SYSTEM, "time_ratio"),
             "le",
             2.25,
-        )
+        ),
+        cmp.correctness_claim(PA_SYSTEM, rows, id="pa_policy_pass_matches_confidence"),
     ]
     summary = (
-        f"{rows[3].value:.2f}x the confidence pass's time ({tokens} scored tokens, "
-        f"{repeats} repeats, shape {args.shape}, {run.device})"
+        f"{med:.2f}x [{lo:.2f}, {hi:.2f}] the confidence pass's time (median of {len(cost)} "
+        f"interleaved repeats, {tokens} scored tokens, shape {args.shape}, {run.device}); "
+        f"policy log-probs {'bit-identical' if cmp.matches(PA_SYSTEM) else 'DIFFER'}"
     )
     intro = (
         f"Scoring cost on `{args.shape}`-shaped random-weight models ({run.device}): {n} "
         f"arithmetic solutions of {args.steps} lines ({tokens} scored tokens), the confidence "
-        "pass (policy only) and progress advantage (policy + reference) timed back to back in "
-        f"each of {repeats} repeats; the ratio is paired per repeat."
-        + ("" if run.device != "cpu" else " CPU, one torch thread, on a shared 2-core machine.")
-    )
-    config = {"shape": args.shape, "trajectories": n, "repeats": repeats, "steps": args.steps}
+        "pass (policy only) and progress advantage (policy + reference) warmed up, then timed "
+        f"interleaved (shuffled order) in each of {len(cost)} repeats; `time_ratio` is the median "
+        "of the per-repeat ratios with its order-statistic 95% interval. Output check in the "
+        "same run: the policy log-probabilities inside progress advantage must be bit-identical "
+        "to the confidence pass's, and every added reference log-probability finite."
+        + ("" if run.device != "cpu" else
+           f" CPU, {threads} torch thread, on a shared 2-core machine loaded by other jobs.")
+    )  # fmt: skip
+    config = {"shape": args.shape, "trajectories": n, "repeats": repeats, "steps": args.steps,
+              "threads": threads, "timing": cmp.to_dict()}  # fmt: skip
     return Report(rows, claims, intro=intro, config=config, summary=summary)

@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from paperstack.bench import add_repeats_argument
 from paperstack.contract import (
     ContractCLI,
     Report,
@@ -170,7 +171,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         "(Qwen2-0.5B's shape, for a GPU)",
     )
     p.add_argument("--trajectories", type=positive_int, default=128, help="trajectories scored")
-    p.add_argument("--repeats", type=positive_int, default=5, help="timed repeats (paired)")
+    add_repeats_argument(p, default=9, quick=6, what="repeats")
     p.add_argument("--steps", type=positive_int, default=6, help="solution lines per trajectory")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from paperstack.bench import add_repeats_argument
 from paperstack.contract import (
     ContractCLI,
     Report,
@@ -59,7 +60,8 @@ def demo(run: Run) -> Report:
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=positive_int, default=20, help="timed steps per method")
+    p.add_argument("--steps", type=positive_int, default=20, help="steps per timed call")
+    add_repeats_argument(p, default=7, quick=6, what="rounds per seed")
     p.add_argument("--preset", default="tiny", help="tiny-model preset (default tiny)")
 
 

@@ -140,6 +140,19 @@ def accelerate_launch(
 SKIP_INI = "paperstack_skip_slow_gpu"
 
 
+def assert_bench_check_held(comparison: Any, system: str, repeats: int) -> None:
+    """What a package's bench test asserts of a :class:`paperstack.bench.SpeedComparison`: a
+    median speed-up row over ``repeats`` rounds inside its interval, ``system``'s output equal
+    to the baseline's (difference 0) and its correctness claim held."""
+    rows = comparison.rows()
+    speed = next(r for r in rows if r.metric == f"speedup_vs_{comparison.baseline}")
+    assert speed.n == repeats
+    assert speed.ci95 is not None
+    assert speed.ci95[0] <= speed.value <= speed.ci95[1]
+    assert comparison.diff[system] == 0.0
+    assert comparison.correctness_claim(system, rows).verdict == "held"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The marker handling is opt-in: this plugin is loaded in every pytest run of an
     environment where paperstack-core is installed, and a user's own ``slow`` or ``gpu`` tests in
