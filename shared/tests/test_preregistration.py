@@ -313,6 +313,8 @@ def test_a_non_editable_install_inside_the_checkout_names_the_tracked_file(
     assert res.manifest.preregistration is not None
     assert res.manifest.preregistration["path"] == "src/toyprereg/preregistration.toml"
     assert "at " in pre.check(res, out / "results.json")
+    # and the design history comes from the checkout's CHANGELOG, which no wheel carries
+    assert "(margin): raised from 0 to 0.1" in (out / "report.md").read_text()
 
 
 def test_a_variant_table_binds_the_runs_that_set_its_flag() -> None:

@@ -491,12 +491,28 @@ def design_history(changelog: str, source: str = "CHANGELOG.md") -> list[Change]
 
 def changelog_for(anchor: Anchor) -> Path | None:
     """The CHANGELOG.md of the checkout the package of ``anchor`` runs from (``src/<module>``
-    two folders below it), or None for an installed wheel, which carries no CHANGELOG."""
+    two folders below it; for an install inside a checkout, or run from one, the checkout's
+    tracked copy), or None for an installed wheel elsewhere, which carries no CHANGELOG."""
     pkg_dir = package_dir(anchor)
     if pkg_dir is None:
         return None
     candidate = pkg_dir.parent.parent / "CHANGELOG.md"
-    return candidate if pkg_dir.parent.name == "src" and candidate.is_file() else None
+    if pkg_dir.parent.name == "src" and candidate.is_file():
+        return candidate
+    # A non-editable install run from inside its checkout (nox's test and reproduce sessions):
+    # the checkout's one tracked src/<module>, as for the declaration.
+    for folder in (pkg_dir, Path.cwd()):
+        top = _git(folder, "rev-parse", "--show-toplevel")
+        if top is None or top.returncode != 0:
+            continue
+        root = Path(top.stdout.decode().strip())
+        found = _git(root, "ls-files", "--", f"*src/{pkg_dir.name}/__init__.py")
+        names = found.stdout.decode().split() if found is not None and found.returncode == 0 else []
+        if len(names) == 1:
+            tracked = (root / names[0]).parent.parent.parent / "CHANGELOG.md"
+            if tracked.is_file():
+                return tracked
+    return None
 
 
 def history_section(changes: Sequence[Change] | None, command: str) -> str:
