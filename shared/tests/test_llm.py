@@ -7,6 +7,7 @@ test, which can be told to fail, stall or refuse.
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import subprocess
@@ -521,6 +522,54 @@ def test_prepare_tokenizer_pads_with_eos_or_says_what_is_missing() -> None:
     tokenizer.eos_token = None
     with pytest.raises(LLMError, match="tokenizer of bare has neither a pad token nor an EOS"):
         prepare_tokenizer(tokenizer, need_chat_template=False, name="bare")
+
+
+def test_fallback_template_renders_what_fallback_chat_prompt_renders(
+    gpt2_chat: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from paperstack.llm import (
+        FALLBACK_CHAT_TEMPLATE,
+        ensure_chat_template,
+        fallback_chat_prompt,
+        prepare_tokenizer,
+    )
+
+    tokenizer = copy.deepcopy(gpt2_chat.tokenizer)
+    assert not tokenizer.chat_template
+    with caplog.at_level("WARNING", logger="paperstack.llm"):
+        assert ensure_chat_template(tokenizer, name="fallback-gpt2") is True
+        assert ensure_chat_template(tokenizer, name="fallback-gpt2") is False  # already has one
+    assert [r.getMessage().count("fallback-gpt2") for r in caplog.records] == [1]
+    conversations = [
+        [{"role": "user", "content": "What is 2+2?"}],
+        [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": "4"},
+            {"role": "user", "content": "And 3+3?"},
+        ],
+    ]
+    for messages in conversations:
+        rendered = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        assert rendered == fallback_chat_prompt(messages)
+        # trl's prompt-completion check: the prompt is a prefix of prompt plus completion
+        full = tokenizer.apply_chat_template(
+            [*messages, {"role": "assistant", "content": "6"}], tokenize=False
+        )
+        assert full == rendered + " 6\n"
+    tokenizer.save_pretrained(tmp_path)  # the template travels with the tokenizer
+    reloaded = type(tokenizer).from_pretrained(tmp_path)
+    assert reloaded.chat_template == FALLBACK_CHAT_TEMPLATE
+
+    bare = copy.deepcopy(gpt2_chat.tokenizer)
+    assert bare.pad_token is None
+    prepare_tokenizer(bare, need_chat_template=True, name="gpt2-fb", chat_template="fallback")
+    assert bare.chat_template == FALLBACK_CHAT_TEMPLATE
+    assert bare.pad_token == bare.eos_token
+    with pytest.raises(LLMError, match="chat_template must be 'fallback' or 'require'"):
+        prepare_tokenizer(bare, need_chat_template=True, name="x", chat_template="maybe")  # type: ignore[arg-type]
 
 
 def test_transformers_from_pretrained_round_trip(tiny_chat: Any, tmp_path: Path) -> None:

@@ -38,8 +38,10 @@ from paperstack.llm.base import (
 from paperstack.llm.cost import CostLedger
 from paperstack.llm.http import OpenAIChat
 from paperstack.llm.local import (
+    FALLBACK_CHAT_TEMPLATE,
     ChatTemplatePolicy,
     TransformersChat,
+    ensure_chat_template,
     fallback_chat_prompt,
     model_max_positions,
     prepare_tokenizer,
@@ -48,6 +50,7 @@ from paperstack.llm.replay import CassetteError, Recorder, ReplayMissError
 from paperstack.llm.rules import RuleAgent
 
 __all__ = [
+    "FALLBACK_CHAT_TEMPLATE",
     "BackendError",
     "BackendHTTPError",
     "BackendTimeoutError",
@@ -69,6 +72,7 @@ __all__ = [
     "ReplayMissError",
     "RuleAgent",
     "TransformersChat",
+    "ensure_chat_template",
     "fallback_chat_prompt",
     "generate_one",
     "model_max_positions",

@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "FALLBACK_CHAT_TEMPLATE",
     "ChatTemplatePolicy",
     "TransformersChat",
+    "ensure_chat_template",
     "fallback_chat_prompt",
     "model_max_positions",
     "prepare_tokenizer",
@@ -76,6 +78,46 @@ def fallback_chat_prompt(messages: Messages) -> str:
     return "\n".join([*lines, "Assistant:"])
 
 
+#: :func:`fallback_chat_prompt` as a Jinja chat template, for code that goes through
+#: ``tokenizer.apply_chat_template`` (trl's trainers, a package's own prompt rendering). With
+#: ``add_generation_prompt=True`` it renders exactly what :func:`fallback_chat_prompt` returns;
+#: without, each message ends in a newline, so a rendered prompt is a prefix of the rendered
+#: prompt plus completion (what trl's prompt-completion datasets check).
+FALLBACK_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if not loop.first %}{{ '\\n' }}{% endif %}"
+    "{{- message['role'] | capitalize }}: {{ message['content'] }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}"
+    "{%- if messages %}{{ '\\n' }}{% endif %}Assistant:"
+    "{%- elif messages %}{{ '\\n' }}"
+    "{%- endif %}"
+)
+
+
+def ensure_chat_template(tokenizer: Any, *, name: str) -> bool:
+    """Give a tokenizer without a chat template (GPT-2 and other base models)
+    :data:`FALLBACK_CHAT_TEMPLATE`, so conversations render as ``"User: ...\\nAssistant:"``
+    transcripts everywhere (trl trainers included) instead of failing with transformers'
+    "tokenizer.chat_template is not set" traceback.
+
+    Returns True when the template was installed (a warning names ``name`` once per model),
+    False when the tokenizer already had one (left alone). The template is saved with the
+    tokenizer by ``save_pretrained``, so a model fine-tuned on this format keeps it.
+    """
+    if getattr(tokenizer, "chat_template", None):
+        return False
+    tokenizer.chat_template = FALLBACK_CHAT_TEMPLATE
+    if name not in _FALLBACK_REPORTED:
+        _FALLBACK_REPORTED.add(name)
+        log.warning(
+            "tokenizer of %s has no chat template: conversations are rendered as 'Role: content' "
+            "lines ending in 'Assistant:' (paperstack's fallback template)",
+            name,
+        )
+    return True
+
+
 def model_max_positions(model_or_config: Any) -> tuple[int, str] | None:
     """The number of positions a model can attend over and the config attribute that says so
     (``(1024, "n_positions")`` for GPT-2), or None when its config declares none.
@@ -96,7 +138,13 @@ def model_max_positions(model_or_config: Any) -> tuple[int, str] | None:
     return None
 
 
-def prepare_tokenizer(tokenizer: Any, *, need_chat_template: bool, name: str) -> Any:
+def prepare_tokenizer(
+    tokenizer: Any,
+    *,
+    need_chat_template: bool,
+    name: str,
+    chat_template: ChatTemplatePolicy = "require",
+) -> Any:
     """Make a tokenizer fit for training and batched generation, or say in one line why not.
 
     Call it before building a trainer (trl's ``SFTTrainer``, ``GRPOTrainer``, ``DPOTrainer``...),
@@ -107,7 +155,9 @@ def prepare_tokenizer(tokenizer: Any, *, need_chat_template: bool, name: str) ->
       Logged once at INFO level;
     - neither a pad nor an EOS token: :class:`LLMError` naming ``name``;
     - ``need_chat_template=True`` (the trainer is given conversations) and the tokenizer has no
-      chat template: :class:`LLMError` naming ``name``.
+      chat template: with ``chat_template="require"`` (the default) :class:`LLMError` naming
+      ``name``; with ``chat_template="fallback"`` :func:`ensure_chat_template` installs
+      :data:`FALLBACK_CHAT_TEMPLATE` (a warning says so once).
 
     Returns the same tokenizer (changed in place). ``name`` is the model id or path, for the
     message.
@@ -121,6 +171,10 @@ def prepare_tokenizer(tokenizer: Any, *, need_chat_template: bool, name: str) ->
             )
         tokenizer.pad_token = eos
         log.info("tokenizer of %s has no pad token: using its EOS token %r for padding", name, eos)
+    if chat_template not in ("fallback", "require"):
+        raise LLMError(f"chat_template must be 'fallback' or 'require', got {chat_template!r}")
+    if need_chat_template and chat_template == "fallback":
+        ensure_chat_template(tokenizer, name=name)
     if need_chat_template and not getattr(tokenizer, "chat_template", None):
         raise LLMError(
             f"tokenizer of {name} has no chat template, which this needs for conversations: "
