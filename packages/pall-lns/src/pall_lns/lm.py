@@ -260,13 +260,16 @@ def _load(path: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from paperstack.checkpoint import load_pretrained
+    from paperstack.llm import prepare_tokenizer
 
     if not Path(path).is_dir():
         raise PallError(f"--model {path}: no such model folder")
     model = load_pretrained(path, AutoModelForCausalLM.from_pretrained)
     tokenizer = load_pretrained(path, AutoTokenizer.from_pretrained)
-    if tokenizer.chat_template is None:
-        raise PallError(f"{path}: the tokenizer has no chat template")
+    # A base model (GPT-2) has no chat template and no pad token: the selector's prompts are
+    # then rendered as "User: ...\nAssistant:" transcripts (the core's fallback template, saved
+    # with the fine-tuned model) and EOS pads.
+    prepare_tokenizer(tokenizer, need_chat_template=True, name=path, chat_template="fallback")
     return model, tokenizer
 
 
