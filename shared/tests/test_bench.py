@@ -155,3 +155,32 @@ def test_correctness_claim_can_say_what_a_callable_check_compares() -> None:
     claim = cmp.correctness_claim("b", rows, statement="b returns as many items as a")
     assert claim.statement == "b returns as many items as a"
     assert claim.verdict == "held"
+
+
+def test_pair_rows_pair_each_system_with_its_own_control() -> None:
+    from paperstack.bench import SpeedComparison
+
+    cmp = SpeedComparison(
+        baseline="ref32",
+        times={
+            "ref32": [1.0, 1.0, 1.0],
+            "ref16": [0.5, 0.5, 0.5],
+            "new32": [2.0, 3.0, 2.5],
+            "new16": [0.5, 1.0, 0.75],
+        },
+        diff={},
+        tolerance=None,
+        threads=1,
+        warmup=0,
+        number=1,
+        seed=0,
+        orders=[],
+    )
+    rows = cmp.pair_rows({"new32": "ref32", "new16": "ref16", "absent": "ref32"}, split="s")
+    got = {(r.system, r.metric): r for r in rows}
+    assert set(got) == {("new32", "time_ratio_vs_ref32"), ("new16", "time_ratio_vs_ref16")}
+    assert got["new32", "time_ratio_vs_ref32"].value == 2.5  # median of 2, 3, 2.5: slower
+    assert got["new16", "time_ratio_vs_ref16"].value == 1.5  # median of 1, 2, 1.5: its own control
+    assert all(r.n == 3 and r.split == "s" and r.unit == "x" for r in rows)
+    lo, hi = got["new32", "time_ratio_vs_ref32"].ci95
+    assert lo <= 2.5 <= hi

@@ -272,6 +272,36 @@ class SpeedComparison:
             out.append(Row.proportion(name, f"{prefix}matches_{self.baseline}", ok, 1, split=split))
         return out
 
+    def pair_rows(
+        self, pairs: Mapping[str, str], split: str | None = None, *, prefix: str = ""
+    ) -> list[Row]:
+        """``time_ratio_vs_<control>`` of each ``system -> control`` pair: the median of the
+        per-repeat ``t_system,i / t_control,i`` (> 1: ``system`` is slower) with its interval.
+
+        For comparisons where a system has its own control beside the common baseline (a method
+        in bf16 against the reference in bf16, the same in fp32): the repeats are paired, as for
+        :meth:`rows`. A pair naming a system that was not timed is skipped, so one mapping serves
+        runs that time a subset.
+        """
+        out: list[Row] = []
+        for system, control in pairs.items():
+            if system not in self.times or control not in self.times:
+                continue
+            ratios = [s / c for s, c in zip(self.times[system], self.times[control], strict=True)]
+            med, (lo, hi) = median_ci(ratios)
+            out.append(
+                Row(
+                    system=system,
+                    metric=f"{prefix}time_ratio_vs_{control}",
+                    value=med,
+                    ci95=(lo, hi),
+                    n=len(ratios),
+                    split=split,
+                    unit="x",
+                )
+            )
+        return out
+
     def matches(self, system: str) -> bool:
         """Whether ``system``'s output was within the tolerance of the baseline's."""
         if self.tolerance is None:

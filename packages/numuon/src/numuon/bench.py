@@ -110,30 +110,6 @@ def _compare(
     return cmp, first
 
 
-def _ratio_rows(cmp: Any, split: str, pairs: dict[str, str]) -> list[Any]:
-    from paperstack.bench import median_ci
-    from paperstack.records import Row
-
-    rows = []
-    for system, base in pairs.items():
-        if system not in cmp.times or base not in cmp.times:
-            continue
-        ratios = [s / b for s, b in zip(cmp.times[system], cmp.times[base], strict=True)]
-        med, (lo, hi) = median_ci(ratios)
-        rows.append(
-            Row(
-                system=system,
-                metric=f"time_ratio_vs_{base}",
-                value=med,
-                ci95=(lo, hi),
-                n=len(ratios),
-                split=split,
-                unit="x",
-            )
-        )
-    return rows
-
-
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp(min=1e-30))
 
@@ -165,7 +141,7 @@ def run_bench(
         cmp, first = _compare(shape, systems_for(rank), repeats, seed, device)
         raw[split] = cmp.to_dict()
         rows += [r for r in cmp.rows(split=split) if r.metric == "time_ms"]
-        rows += _ratio_rows(cmp, split, MATCHED)
+        rows += cmp.pair_rows(MATCHED, split)
         diff = float((first["muon-ns-bf16"] - first["muon"]).abs().max())
         rows.append(Row(system="muon-ns-bf16", metric="max_abs_diff_vs_muon", value=diff,
                         n=1, split=split))  # fmt: skip
@@ -183,5 +159,5 @@ def run_bench(
         keep = ("muon", "numuon-bf16", "muon-fp32", "numuon-fp32")
         cmp, _ = _compare(big, {k: fac[k] for k in keep}, repeats, seed, device)
         raw[split] = cmp.to_dict()
-        rows += _ratio_rows(cmp, split, {k: MATCHED[k] for k in ("numuon-bf16", "numuon-fp32")})
+        rows += cmp.pair_rows({k: MATCHED[k] for k in ("numuon-bf16", "numuon-fp32")}, split)
     return rows, raw
