@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from debate_ledger import __version__
+from debate_ledger.coders import REAL_MODEL_CODER
 from paperstack.contract import (
     ContractCLI,
     Report,
@@ -75,7 +76,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         "baseline makes as many calls as the debate)",
     )
     p.add_argument("--visibility", choices=["all", "answers", "none"], default="all")
-    p.add_argument("--coder", default="letter-v2")
+    p.add_argument(
+        "--coder",
+        default=REAL_MODEL_CODER,
+        help="answer coder (letter-v3 reads 'A) Venus', 'B. Mars' and option texts, and "
+        "refuses a letter its words contradict; letter-v2 is the scripted demos' coder)",
+    )
     p.add_argument("--temperature", type=_temperature, default=0.7)
     p.add_argument("--max-new-tokens", type=positive_int, default=512)
     p.add_argument("--no-shuffle", action="store_true", help="show options in the given order")

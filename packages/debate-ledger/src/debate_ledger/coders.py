@@ -30,6 +30,19 @@ This is the rule the rounds after round 0 need: ``"Agent 2 argues the answer is 
 conclude (C)."`` is C and ``"I initially said the answer is (A); I update to (B)."`` is B, where
 ``letter-v1`` (explicit phrase first, else the last parenthesised letter) read B and A.
 
+``letter-v3`` reads what small real models write (SmolLM2-135M-Instruct answers ``"A) 6"``,
+``"B. Mars"``, ``"The correct answer is C) 56."``, or only the option's text, and never the
+``ANSWER: X`` line; letter-v2 parsed 0 of 12 such rows). On top of letter-v2's rules:
+
+- an option-style mention is a letter mention: ``A)`` and ``A.`` at the start of a line or
+  after a space (``"B. Mars"``), and after an answer phrase (``"answer is C) 56"``);
+- given the option texts as shown (``options``), a mention ``X) text`` whose text is another
+  option's (``"A) 6"`` where 6 is option B) is a *conflict*: if the deciding mention is one,
+  the response is a parse failure (the letter and the words disagree, so either reading is a
+  guess);
+- with no letter mention at all, a response that names exactly one option's text as a whole
+  phrase (``"The chemical symbol for sodium is Na."``) is that option; two or more: a failure.
+
 The strict coders audit the default one: ``strict-final-v1`` accepts only the ``ANSWER: X``
 line, ``strict-paren-v1`` only ``(X)`` mentions that all agree. Letters outside the question's
 options are ignored by every coder, never clamped.
@@ -38,14 +51,25 @@ options are ignored by every coder, never clamped.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from debate_ledger.schemas import LETTERS, LedgerError
 
-__all__ = ["CODERS", "DEFAULT_CODER", "Mention", "code_answer", "get_coder", "mentions"]
+__all__ = [
+    "CODERS",
+    "DEFAULT_CODER",
+    "REAL_MODEL_CODER",
+    "Mention",
+    "code_answer",
+    "get_coder",
+    "mentions",
+]
 
-Coder = Callable[[str, int], "str | None"]
+#: ``coder(text, n_options, options)``: ``options`` are the option texts in the order shown
+#: (position ``i`` is letter ``LETTERS[i]``), or None where they are not known (a ledger
+#: re-coded without its questions); coders before letter-v3 ignore them.
+Coder = Callable[[str, int, "Sequence[str] | None"], "str | None"]
 
 # ------------------------------------------------------------------------------- letter-v1
 
@@ -164,21 +188,23 @@ def _spans(pattern: re.Pattern[str], text: str, start: int, end: int) -> list[tu
     return out
 
 
-def mentions(text: str, n_options: int) -> list[Mention]:
+def mentions(text: str, n_options: int, *, pattern: re.Pattern[str] = _MENTION) -> list[Mention]:
     """Every letter mention of ``text`` within the first ``n_options`` letters, classified.
 
     A mention's context is its clause: from the boundary before the mention's first character
-    (``answer: B`` keeps ``answer``) to the boundary after its letter."""
+    (``answer: B`` keeps ``answer``) to the boundary after its letter. ``pattern`` is
+    letter-v2's mention pattern unless a later coder passes its own (one group per form)."""
     letters = LETTERS[:n_options]
     out: list[Mention] = []
     for s0, s1 in _spans(_SENTENCE, text, 0, len(text)):
         adopt = bool(_ADOPT.search(text, s0, s1))
         bounds = [(m.start(), m.end()) for m in _CLAUSE.finditer(text, s0, s1)]
-        for m in _MENTION.finditer(text, s0, s1):
-            letter = m.group(1) or m.group(2)
+        for m in pattern.finditer(text, s0, s1):
+            group = next(i for i in range(1, (pattern.groups or 0) + 1) if m.group(i))
+            letter = m.group(group)
             if letter not in letters:
                 continue
-            at = m.start(1) if m.group(1) else m.start(2)
+            at = m.start(group)
             c0 = max((e for b, e in bounds if e <= m.start()), default=s0)
             c1 = min((b for b, e in bounds if b >= m.end()), default=s1)
             before, after = text[c0:at], text[m.end() : c1]
@@ -221,6 +247,88 @@ def _letter_v2(text: str, n_options: int) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------------------- letter-v3
+
+_TEMPLATE_V3 = re.compile(
+    r"^\W*(?:final\s+)?answer\s*[:=]\s*\**\(?([A-J])\)?(?:[\s.!*]*$|[).:]\s+\S)", re.I
+)
+_MENTION_V3 = re.compile(
+    r"\(([A-J])\)"
+    r"|(?<![A-Za-z(])(?:(?i:option|choice|answer|letter)s?\s*(?i:is|should be|would be)?\s*:?\s*)"
+    r"\**([A-J])\**(?![A-Za-z0-9])"
+    r"|(?:^|(?<=\s))\**([A-J])\**[).](?=\s|$)",
+    re.M,
+)
+#: A mention in option style, ``X) text`` or ``X. text``: the text that follows is checked
+#: against the options.
+_OPTION_STYLE = re.compile(r"([A-J])\**[).]\s*(.*)")
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w%.+-]+", " ", text.lower()).split()).strip(". ")
+
+
+def _named(text: str, option: str) -> bool:
+    """Whether ``text`` names ``option`` as a whole phrase (not inside a longer word or
+    number: "8" is not named by "18" nor "8.5")."""
+    phrase = _norm(option)
+    if not phrase:
+        return False
+    body = " " + _norm(text).replace(". ", " ") + " "
+    return re.search(rf"(?<![\w.]){re.escape(phrase)}(?![\w]|\.\d)", body) is not None
+
+
+def _conflicts(text: str, mention: Mention, options: Sequence[str]) -> bool:
+    """``X) words``: the words start with another option's text and not with option X's."""
+    m = _OPTION_STYLE.match(text, mention.start)
+    if m is None or m.group(1) != mention.letter:
+        return False
+    words = _norm(m.group(2))
+    if not words:
+        return False
+    idx = LETTERS.index(mention.letter)
+
+    def starts(option: str) -> bool:
+        phrase = _norm(option)
+        return bool(phrase) and (words == phrase or words.startswith(phrase + " "))
+
+    if idx < len(options) and starts(options[idx]):
+        return False
+    return any(starts(o) for k, o in enumerate(options) if k != idx)
+
+
+def _letter_v3(text: str, n_options: int, options: Sequence[str] | None = None) -> str | None:
+    letters = LETTERS[:n_options]
+    if options is not None and len(options) != n_options:
+        raise LedgerError(f"letter-v3: {len(options)} option texts for {n_options} options")
+    templates = [m.group(1) for line in text.splitlines() if (m := _TEMPLATE_V3.match(line))]
+    templates = [x for x in templates if x in letters]
+    if templates:
+        return templates[-1]
+    found = mentions(text, n_options, pattern=_MENTION_V3)
+    own = [m for m in found if m.role == "own"]
+    neutral = [m for m in found if m.role == "neutral"]
+    if own:
+        decider = [own[-1]]
+    elif neutral and len({m.letter for m in neutral}) == 1:
+        decider = neutral
+    elif found:
+        return None
+    else:
+        decider = []
+    if decider:
+        if options is not None and any(_conflicts(text, m, options) for m in decider):
+            return None
+        return decider[-1].letter
+    bare = _BARE.match(text)
+    if bare and bare.group(1) in letters:
+        return bare.group(1)
+    if options is None:
+        return None
+    named = {letters[k] for k, o in enumerate(options) if _named(text, o)}
+    return named.pop() if len(named) == 1 else None
+
+
 def _strict_final_v1(text: str, n_options: int) -> str | None:
     """Only a final-line template ``ANSWER: X`` (the last one): the audit coder for prompts
     that ask for it."""
@@ -230,13 +338,26 @@ def _strict_final_v1(text: str, n_options: int) -> str | None:
     return found[-1] if found else None
 
 
+def _letters_only(coder: Callable[[str, int], str | None]) -> Coder:
+    def read(text: str, n_options: int, options: Sequence[str] | None = None) -> str | None:
+        return coder(text, n_options)
+
+    read.__doc__ = coder.__doc__
+    return read
+
+
 CODERS: dict[str, Coder] = {
-    "letter-v2": _letter_v2,
-    "letter-v1": _letter_v1,
-    "strict-final-v1": _strict_final_v1,
-    "strict-paren-v1": _strict_paren_v1,
+    "letter-v3": _letter_v3,
+    "letter-v2": _letters_only(_letter_v2),
+    "letter-v1": _letters_only(_letter_v1),
+    "strict-final-v1": _letters_only(_strict_final_v1),
+    "strict-paren-v1": _letters_only(_strict_paren_v1),
 }
+#: The library's default, and the coder of every committed scripted demo (whose agents write
+#: ``(X)`` and ``ANSWER: X``); kept so their ledgers re-code identically.
 DEFAULT_CODER = "letter-v2"
+#: What ``debate-ledger run`` (a real model) uses unless ``--coder`` says otherwise.
+REAL_MODEL_CODER = "letter-v3"
 #: The coders ``rebuild`` audits the recorded answers against.
 AUDIT_CODERS = ("strict-final-v1", "strict-paren-v1")
 
@@ -248,8 +369,16 @@ def get_coder(name: str) -> Coder:
         raise LedgerError(f"unknown coder {name!r}; known: {', '.join(sorted(CODERS))}") from None
 
 
-def code_answer(text: str, n_options: int, coder: str = DEFAULT_CODER) -> str | None:
-    """The option letter ``text`` commits to, or ``None`` (a recorded parse failure)."""
+def code_answer(
+    text: str,
+    n_options: int,
+    coder: str = DEFAULT_CODER,
+    options: Sequence[str] | None = None,
+) -> str | None:
+    """The option letter ``text`` commits to, or ``None`` (a recorded parse failure).
+
+    ``options``: the option texts in the order the agent saw them (letter-v3 checks ``X) text``
+    against them and reads a response that names one option's text only)."""
     if not 2 <= n_options <= len(LETTERS):
         raise LedgerError(f"n_options must be in 2..{len(LETTERS)}, got {n_options}")
-    return get_coder(coder)(text, n_options)
+    return get_coder(coder)(text, n_options, options)

@@ -447,7 +447,8 @@ def _row(
 ) -> LedgerRow:
     q = call.question
     n = len(q.options)
-    shown = code_answer(text, n, cfg.coder)
+    options = [q.options[q.letters.index(o)] for o in call.order]  # as this agent saw them
+    shown = code_answer(text, n, cfg.coder, options)
     answer = None if shown is None else call.order[LETTERS.index(shown)]
     t_in, t_out, source = _tokens(model, call, text)
     return LedgerRow(
