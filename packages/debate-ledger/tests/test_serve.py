@@ -59,7 +59,41 @@ def _content(path: Path) -> list[dict[str, Any]]:
     )
 
 
-def test_killed_and_resumed_run_equals_the_uninterrupted_run(openai_server, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def sampling_server(serve_model, tmp_path_factory):
+    """``transformers serve`` of a micro model whose generation_config has ``do_sample``: the
+    server then honours temperature (the default micro model's does not: see below)."""
+    from paperstack import tiny
+
+    path = tmp_path_factory.mktemp("sampling-model")
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tiny.QUICK_PRESET, tokenizer, seed=0)
+    model.generation_config.do_sample = True
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return serve_model(path)
+
+
+def test_a_server_that_ignores_temperature_is_refused_in_one_line(openai_server, tmp_path, capsys):
+    """The default micro model has no do_sample in its generation_config, so transformers serve
+    decodes greedily at any temperature: every agent and resample would be one answer."""
+    ledger = tmp_path / "l.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        main(_argv(openai_server, ledger, _questions(tmp_path)))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "the server ignores temperature" in err[0]
+    assert "--temperature 1 with 2 agents and 1 resamples needs distinct samples" in err[0]
+    assert not ledger.exists()
+    # greedy on purpose (temperature 0) is not refused
+    argv = _argv(openai_server, ledger, _questions(tmp_path))
+    argv[argv.index("--temperature") + 1] = "0"
+    assert main(argv) == 0
+
+
+def test_killed_and_resumed_run_equals_the_uninterrupted_run(sampling_server, tmp_path, capsys):
+    openai_server = sampling_server
     questions = _questions(tmp_path)
     clean = tmp_path / "clean" / "ledger.jsonl"
     assert main(_argv(openai_server, clean, questions)) == 0
@@ -68,9 +102,10 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_run(openai_server, tmp_
     assert {r.tokens_source for r in rows} == {"server"}
     assert all(r.tokens_in > 0 and r.finish_reason in ("stop", "length") for r in rows)
     card = json.loads((clean.parent / "cost_card.json").read_text())
-    assert card["sessions"][0]["calls"] == len(rows)
-    assert card["totals"]["prompt_tokens"] == sum(r.tokens_in for r in rows)
-    assert card["totals"]["completion_tokens"] == sum(r.tokens_out for r in rows)
+    # every call is counted: the rows' and the four of the start-up sampling check
+    assert card["sessions"][0]["calls"] == len(rows) + 4
+    assert card["totals"]["prompt_tokens"] > sum(r.tokens_in for r in rows)
+    assert card["totals"]["completion_tokens"] > sum(r.tokens_out for r in rows)
 
     crashed = tmp_path / "crashed" / "ledger.jsonl"
     crashed.parent.mkdir()

@@ -19,6 +19,7 @@ import argparse
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 from debate_ledger import __version__
 from debate_ledger.coders import REAL_MODEL_CODER
@@ -167,6 +168,7 @@ def _run(args: argparse.Namespace) -> int:
 
     result = None
     try:
+        _require_sampling(model, cfg)
         with bar:
             result = run_debates(model, questions, args.ledger, family=args.family, config=cfg,
                                  progress=progress)  # fmt: skip
@@ -177,6 +179,29 @@ def _run(args: argparse.Namespace) -> int:
         f"({result.written} new, run {result.run}, {result.seconds:.0f} s); costs in {card}"
     )
     return 0
+
+
+def _require_sampling(model: object, cfg: Any) -> None:
+    """A served model must really sample when the debate needs independent draws: the agents'
+    round-0 answers and the resamples (the majority-vote baseline) at ``--temperature`` > 0. A
+    server that ignores temperature (``transformers serve`` without ``do_sample`` in the
+    model's generation_config) would make them one answer repeated: refused in one line."""
+    from paperstack.llm import BackendError, OpenAIChat
+
+    if not isinstance(model, OpenAIChat):
+        return
+    if cfg.temperature <= 0 or (cfg.agents < 2 and cfg.resamples == 0):
+        return
+    try:
+        model.require_sampling(
+            f"--temperature {cfg.temperature:g} with {cfg.agents} agents and "
+            f"{cfg.resamples} resamples"
+        )
+    except BackendError as exc:
+        raise PaperstackError(
+            f"{model.model}: the sampling check's call failed ({exc}); nothing was written: "
+            "rerun the same command"
+        ) from None
 
 
 def _add_session(card: Path, args: argparse.Namespace, model: object, cfg: object,
