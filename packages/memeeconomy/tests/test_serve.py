@@ -62,3 +62,18 @@ def test_simulate_command_against_the_server_writes_a_cost_card(openai_server: A
     assert card["calls"] == 2
     failures = [r for r in read_ledger(ledger) if r.get("failure")]
     assert len(failures) == 2
+
+
+def test_simulate_honours_agents_with_a_served_model(openai_server: Any, tmp_path):
+    """--agents N with --base-url: N served agents (the models in turn), not one per --model."""
+    from memeeconomy.cli import main
+
+    ledger = tmp_path / "run" / "l.jsonl"
+    argv = ["simulate", "--ledger", str(ledger), "--base-url", openai_server.base_url,
+            "--model", openai_server.model, "--agents", "3", "--rounds", "1",
+            "--max-new-tokens", "4"]  # fmt: skip
+    assert main(argv) == 0
+    card = json.loads((tmp_path / "run" / "cost_card.json").read_text())
+    assert card["calls"] == 3  # one decision per agent on the one event
+    decided = {r["agent"] for r in read_ledger(ledger) if "agent" in r}
+    assert decided == {f"{openai_server.model}#{i}" for i in range(3)}

@@ -140,7 +140,13 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pressure", choices=("low", "high"), default="high")
     p.add_argument("--population", default="survival",
                    help="scripted population: survival, steady or deterred")  # fmt: skip
-    p.add_argument("--agents", type=positive_int, default=12, help="agents (default 12)")
+    p.add_argument(
+        "--agents",
+        type=positive_int,
+        default=None,
+        help="agents (default 12 scripted; with --base-url one per --model, and N > models "
+        "assigns the models to the agents in turn)",
+    )
     p.add_argument("--rounds", type=positive_int, default=None,
                    help="first N events only (default: all)")  # fmt: skip
     p.add_argument("--seed", type=seed_int, default=0, help="market seed (default 0)")
@@ -173,15 +179,26 @@ def simulate(args: argparse.Namespace) -> int:
 
         if not args.model:
             raise MemeEconomyError("--base-url needs at least one --model")
+        n = len(args.model) if args.agents is None else args.agents
+        if n < len(args.model):
+            raise MemeEconomyError(
+                f"--agents {n} is fewer than the {len(args.model)} --model given: every served "
+                "model is an agent"
+            )
         cost = CostLedger()
-        agents = {f"{m}#{i}": OpenAIChat(args.base_url, m, timeout=args.timeout, ledger=cost)
-                  for i, m in enumerate(args.model)}  # fmt: skip
+        clients = {m: OpenAIChat(args.base_url, m, timeout=args.timeout, ledger=cost)
+                   for m in dict.fromkeys(args.model)}  # fmt: skip
+        # agent i is served by model i mod len(--model): "--agents 6 --model a --model b" is
+        # three agents of each, named a#0, b#1, a#2, ...
+        agents = {f"{args.model[i % len(args.model)]}#{i}": clients[args.model[i % len(args.model)]]
+                  for i in range(n)}  # fmt: skip
     else:
         if args.model:
             raise MemeEconomyError("--model needs --base-url (scripted agents take no model)")
         cost = None
-        agents = population(args.population, args.agents, args.seed, events,
-                            held_out=min(3, args.agents - 1))  # fmt: skip
+        n = 12 if args.agents is None else args.agents
+        agents = population(args.population, n, args.seed, events,
+                            held_out=min(3, n - 1))  # fmt: skip
     config = MarketConfig(seed=args.seed, pressure=args.pressure, agents=tuple(agents),
                           events=tuple(events.ids), p_remove=args.p_remove)  # fmt: skip
     result = run_market(config, agents, events, args.ledger, max_new_tokens=args.max_new_tokens)
