@@ -16,6 +16,7 @@ CLAIMS = {
     "premise_targets_remove_fact",
     "unfiltered_targets_keep_fact",
     "premise_probe_reads_value",
+    "premise_adjacent_utility_drops",
     "ra2_forgets",
     "forget_matched_rmu",
     "ra2_adjacent_beats_rmu",
@@ -48,7 +49,24 @@ def test_demo_writes_rows_and_claims_from_rows(tmp_path, micro_demo, capsys):
     systems = {r.system for r in results.rows}
     assert systems == {
         "original", "retain-model", "patch-ra2", "patch-ra2-unfiltered", "ga", "rmu", "ra2",
+        "baselines-mean",
     }  # fmt: skip
+    # The calibration searched steps on the validation seed, checking forget accuracy as it went,
+    # and each reported run used the (lr, steps) its system was calibrated to.
+    val = [r for r in sweep if r["phase"] == "validation"]
+    assert all(r["checks"] and r["checks"][-1][1] == r["forget_acc"] for r in val)
+    strength = json.loads((tmp_path / "results.json").read_text())["manifest"]["config"]["run"][
+        "strength"
+    ]
+    for r in sweep:
+        if r["phase"] == "reported":
+            assert (r["lr"], r["steps"]) == (strength[r["system"]]["lr"],
+                                             strength[r["system"]]["steps"])  # fmt: skip
+    gated = {c.id: c for c in results.claims}
+    assert gated["ra2_adjacent_beats_rmu"].requires == (
+        "premise_adjacent_utility_drops", "forget_matched_rmu",
+    )  # fmt: skip
+    assert gated["ra2_retain_vs_ga"].requires == ("forget_matched_ga",)
     metrics = {r.metric for r in results.rows if r.system == "ra2"}
     assert {
         "forget_acc", "adjacent_acc", "retain_acc", "forget_validity", "probe_acc",

@@ -53,7 +53,9 @@ def test_model_without_down_proj_is_refused_for_mlp_training(micro, splits):
     for layer in broken.model.layers:
         del layer.mlp.down_proj
         layer.mlp.down_proj = None
-    with pytest.raises(UnlearnError, match=r"no mlp\.down_proj"):
+    with pytest.raises(
+        UnlearnError, match=r"layer 0 has no MLP output projection \(looked for mlp\.down_proj"
+    ):
         unlearn(
             broken,
             tok,

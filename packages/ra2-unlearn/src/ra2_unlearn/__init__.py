@@ -13,7 +13,7 @@ from typing import Any
 from ra2_unlearn.config import METHODS, UnlearnConfig
 from ra2_unlearn.errors import UnlearnError
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "METHODS",

@@ -86,7 +86,22 @@ def _unlearn_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", type=Path, required=True, help="directory for the unlearned model")
     p.add_argument("--method", default="ra2", choices=METHODS)
-    p.add_argument("--layer", type=int, default=7, help="hooked layer l (0-based; RMU uses 7)")
+    p.add_argument(
+        "--layer",
+        type=int,
+        default=None,
+        help="hooked layer l, 0-based (default: the model's middle layer, n_layers // 2; the "
+        "WMDP RMU code used 7 of 32). Used by rmu and ra2, and by --trainable mlp/layers "
+        "without a range (they train l-2..l); checked only where it is used",
+    )
+    p.add_argument(
+        "--trainable",
+        default="auto",
+        help="which parameters train: auto (rmu/ra2: MLP output projections of layers l-2..l, "
+        "as in the WMDP code; ga/graddiff/npo/simnpo: all), all, mlp (MLP output projections: "
+        "Llama/Qwen/Mistral mlp.down_proj, GPT-2 mlp.c_proj, ...), layers (every parameter of "
+        "the layers), or mlp:A-B / layers:A-B for explicit layers",
+    )
     p.add_argument("--steps", type=positive_int, default=150)
     p.add_argument("--lr", type=positive_float, default=5e-5)
     p.add_argument("--batch-size", type=positive_int, default=4)
@@ -101,8 +116,8 @@ def _unlearn_arguments(p: argparse.ArgumentParser) -> None:
 def unlearn_command(args: argparse.Namespace) -> int:
     from paperstack.contract import check_device, check_model
     from paperstack.progress import quiet_libraries
-    from paperstack.records import prepare_out_dir
-    from ra2_unlearn.config import UnlearnConfig
+    from paperstack.records import output_dir
+    from ra2_unlearn.config import UnlearnConfig, parse_trainable
     from ra2_unlearn.data import load_mc_jsonl, load_text_corpus
 
     quiet_libraries()
@@ -111,13 +126,21 @@ def unlearn_command(args: argparse.Namespace) -> int:
     assert name is not None
     load = load_mc_jsonl if args.format == "mc" else load_text_corpus
     forget, retain = load(args.forget), load(args.retain)
-    config = UnlearnConfig(method=args.method, layer=args.layer, alpha=args.alpha)
+    trainable, trained_layers = parse_trainable(args.trainable)
+    config = UnlearnConfig(
+        method=args.method,
+        layer=args.layer,
+        alpha=args.alpha,
+        trainable=trainable,
+        trained_layers=trained_layers,
+    )
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise PaperstackError(f"--out {out}: exists and is not a directory")
     from ra2_unlearn.trainer import load_model, save_model, unlearn
 
     model, tok = load_model(name, device)
+    config = config.for_model(model)  # --layer / --trainable against this model, before training
     result = unlearn(
         model,
         tok,
@@ -132,14 +155,10 @@ def unlearn_command(args: argparse.Namespace) -> int:
         device=device,
         progress=not args.no_progress,
     )
-    created = not out.exists()
-    out = prepare_out_dir(out)  # one line for an unusable --out before the save
-    try:
-        save_model(result.model, tok, out)  # nothing half-written on a full disk or a kill
-    except BaseException:
-        if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # the folder prepare_out_dir made for this run
-        raise
+    # output_dir: one line for an unusable --out, and the folder it made removed again if the
+    # save fails before writing anything; save_model leaves nothing half-written in it.
+    with output_dir(out) as out:
+        save_model(result.model, tok, out)
     print(f"ra2: unlearned with {args.method} in {result.seconds:.1f}s; saved to {out}")
     return 0
 
@@ -177,7 +196,7 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
 def evaluate_command(args: argparse.Namespace) -> int:
     from paperstack.contract import check_device, check_model
     from paperstack.progress import quiet_libraries
-    from paperstack.records import atomic_write_json, prepare_out_dir
+    from paperstack.records import atomic_write_json, output_dir
     from ra2_unlearn.data import load_mc_jsonl, load_text_corpus
     from ra2_unlearn.evaluation import evaluate_user_data
 
@@ -188,10 +207,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
     load = load_mc_jsonl if args.format == "mc" else load_text_corpus
     forget = load(args.forget)
     holdout = load(args.holdout) if args.holdout is not None else None
-    out = prepare_out_dir(args.out)
     assert model_name is not None
-    report = evaluate_user_data(model_name, forget, holdout, retain_name, device)
-    path = atomic_write_json(out / "evaluation.json", report)
+    with output_dir(args.out) as out:  # no empty --out left behind by a failed first run
+        report = evaluate_user_data(model_name, forget, holdout, retain_name, device)
+        path = atomic_write_json(out / "evaluation.json", report)
     for name, value in report["metrics"].items():
         print(f"ra2: {name}: {value:.4g}")
     print(f"ra2: wrote {path}")

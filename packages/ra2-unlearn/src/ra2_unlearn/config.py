@@ -6,12 +6,12 @@ abstract is silent the default is the most plausible reading, argued in the READ
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from ra2_unlearn.errors import UnlearnError
 
-__all__ = ["LATENT_METHODS", "METHODS", "UnlearnConfig"]
+__all__ = ["LATENT_METHODS", "METHODS", "TRAINABLE", "UnlearnConfig", "parse_trainable"]
 
 #: Every method the harness runs. ``ra2`` is the paper's; the rest are its baselines.
 METHODS: tuple[str, ...] = ("ga", "graddiff", "npo", "simnpo", "rmu", "ra2")
@@ -20,7 +20,9 @@ METHODS: tuple[str, ...] = ("ga", "graddiff", "npo", "simnpo", "rmu", "ra2")
 LATENT_METHODS: tuple[str, ...] = ("rmu", "ra2")
 
 Method = Literal["ga", "graddiff", "npo", "simnpo", "rmu", "ra2"]
-Trainable = Literal["auto", "mlp_down", "all"]
+Trainable = Literal["auto", "mlp", "mlp_down", "layers", "all"]
+#: What ``trainable`` may be (``mlp_down`` is 0.2's name of ``mlp``).
+TRAINABLE: tuple[str, ...] = ("auto", "mlp", "mlp_down", "layers", "all")
 Target = Literal["knn", "pca"]
 
 
@@ -29,16 +31,20 @@ class UnlearnConfig:
     """What to unlearn with and how (optimiser settings live in ``TrainingArguments``).
 
     Layers are 0-based decoder-layer indices; ``layer`` is the hooked layer ``l`` whose output
-    hidden state the latent methods steer (RMU: layer 7 of Zephyr's 32).
+    hidden state the latent methods steer (RMU: layer 7 of Zephyr's 32). ``None`` (the
+    default) means the middle layer of whatever model it is used with
+    (:func:`ra2_unlearn.modules.default_layer`); :meth:`for_model` resolves and checks it.
     """
 
     method: Method = "ra2"
-    #: l: the layer whose output the forget loss acts on (RMU and RA^2).
-    layer: int = 7
+    #: l: the layer whose output the forget loss acts on (RMU and RA^2); None = from depth.
+    layer: int | None = None
     #: Layers whose parameters train; None = ``(l-2, l-1, l)`` clipped at 0, as in the WMDP code.
     trained_layers: tuple[int, ...] | None = None
-    #: ``auto``: MLP down-projections of ``trained_layers`` for rmu/ra2 (WMDP), the whole model
-    #: for ga/graddiff/npo/simnpo (open-unlearning). ``mlp_down``/``all`` force one choice.
+    #: ``auto``: MLP output projections of ``trained_layers`` for rmu/ra2 (WMDP), the whole
+    #: model for ga/graddiff/npo/simnpo (open-unlearning). ``mlp`` (0.2: ``mlp_down``), the MLP
+    #: output projections of ``trained_layers``; ``layers``, every parameter of
+    #: ``trained_layers``; ``all``, the whole model: force one choice for every method.
     trainable: Trainable = "auto"
     #: Retain weight: GradDiff/NPO/SimNPO's retain NLL, RMU's and RA^2's retain matching.
     alpha: float = 1.0
@@ -83,14 +89,14 @@ class UnlearnConfig:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise UnlearnError(f"method {self.method!r}: not one of {', '.join(METHODS)}")
-        if self.layer < 0:
+        if self.layer is not None and self.layer < 0:
             raise UnlearnError(f"layer {self.layer}: must be >= 0")
         if self.trained_layers is not None:
             object.__setattr__(self, "trained_layers", tuple(int(i) for i in self.trained_layers))
             if not self.trained_layers or min(self.trained_layers) < 0:
                 raise UnlearnError(f"trained_layers {self.trained_layers}: need indices >= 0")
-        if self.trainable not in ("auto", "mlp_down", "all"):
-            raise UnlearnError(f"trainable {self.trainable!r}: not one of auto, mlp_down, all")
+        if self.trainable not in TRAINABLE:
+            raise UnlearnError(f"trainable {self.trainable!r}: not one of {', '.join(TRAINABLE)}")
         if self.k < 1:
             raise UnlearnError(f"k {self.k}: need at least one anchor per forget token")
         if self.tau is not None and self.tau <= 0:
@@ -116,17 +122,75 @@ class UnlearnConfig:
         """Whether the method steers layer-``l`` hidden states (RMU, RA^2)."""
         return self.method in LATENT_METHODS
 
+    @property
+    def uses_layer(self) -> bool:
+        """Whether ``layer`` means anything for this config: the latent methods hook it, and
+        ``mlp``/``layers`` training without explicit ``trained_layers`` trains l-2..l. GA,
+        GradDiff, NPO and SimNPO on the whole model use no layer (so none is checked)."""
+        return self.latent or (self.resolved_trainable() != "all" and self.trained_layers is None)
+
+    def for_model(self, model: Any) -> UnlearnConfig:
+        """This config with ``layer`` resolved for ``model`` (None: the middle layer) and
+        checked against its depth where it is used; ``trained_layers`` checked where they
+        train (and, for ``mlp``, that each has an MLP output projection). One-line
+        :class:`UnlearnError` for an index the model does not have, or a missing module."""
+        from ra2_unlearn.modules import check_layer, default_layer, mlp_output_projection
+
+        layer = self.layer
+        if layer is None:
+            layer = default_layer(model)
+        elif self.uses_layer:
+            check_layer(model, layer)
+        out = replace(self, layer=layer)
+        if out.resolved_trainable() != "all":
+            for i in out.resolved_trained_layers():
+                check_layer(model, i, "trained_layers")
+                if out.resolved_trainable() == "mlp":  # refused now, naming what it lacks
+                    mlp_output_projection(model, i)
+        return out
+
     def resolved_trained_layers(self) -> tuple[int, ...]:
         """``trained_layers``, or the WMDP default ``(l-2, l-1, l)`` clipped at 0."""
         if self.trained_layers is not None:
             return self.trained_layers
+        if self.layer is None:
+            raise UnlearnError("layer is None: resolve it with config.for_model(model) first")
         return tuple(range(max(0, self.layer - 2), self.layer + 1))
 
-    def resolved_trainable(self) -> Literal["mlp_down", "all"]:
-        """The parameter set that trains once ``auto`` is resolved for this method."""
+    def resolved_trainable(self) -> Literal["mlp", "layers", "all"]:
+        """The parameter set that trains once ``auto`` (and 0.2's ``mlp_down``) is resolved."""
+        if self.trainable == "mlp_down":
+            return "mlp"
         if self.trainable != "auto":
             return self.trainable
-        return "mlp_down" if self.latent else "all"
+        return "mlp" if self.latent else "all"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def parse_trainable(text: str) -> tuple[Trainable, tuple[int, ...] | None]:
+    """``--trainable`` as ``(trainable, trained_layers)``: ``auto``, ``all``, ``mlp``,
+    ``layers`` (of l-2..l), or ``mlp:A-B`` / ``layers:A-B`` / ``layers:A,B`` for explicit
+    0-based decoder layers. One-line :class:`UnlearnError` naming the bad part."""
+    kind, _, spec = text.strip().partition(":")
+    if kind not in ("auto", "all", "mlp", "layers"):
+        raise UnlearnError(
+            f"--trainable {text!r}: expected auto, all, mlp, layers, mlp:A-B or layers:A-B"
+        )
+    if not spec:
+        return kind, None  # type: ignore[return-value]
+    if kind in ("auto", "all"):
+        raise UnlearnError(f"--trainable {text!r}: a layer range goes with mlp or layers only")
+    layers: list[int] = []
+    for part in spec.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if dash else a
+        except ValueError:
+            raise UnlearnError(f"--trainable {text!r}: {part!r} is not a layer or A-B") from None
+        if a < 0 or b < a:
+            raise UnlearnError(f"--trainable {text!r}: {part!r} is not a range of layers >= 0")
+        layers.extend(range(a, b + 1))
+    return kind, tuple(dict.fromkeys(layers))  # type: ignore[return-value]

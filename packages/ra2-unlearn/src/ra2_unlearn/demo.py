@@ -9,16 +9,26 @@ few entities. The protocol, fixed before any claim was looked at:
    quality); RA^2's targets patched into the frozen model remove the fact (and 0.1's
    unfiltered kNN targets do not); a linear probe fitted on other entities reads the value
    from layer l, while its random-label control stays at chance.
-2. **Matched forget level.** Each method's strength is its learning rate (same steps, batch
-   and optimiser for all). On a *validation seed that is not reported* each method runs a grid
-   of learning rates and keeps the weakest that brings forget accuracy to at most
-   ``forget_target``; the ablation ``ra2-unfiltered`` (0.1's RA^2: every forget token
-   attracted, no anchor excluded) reuses RA^2's choice.
-3. **Reported seeds** (``--seeds``, default 0, 1, 2): every system at its chosen learning
-   rate; forget / adjacent / retain accuracy, validity, TOFU truth ratio and forget quality,
-   MUSE KnowMem / VerbMem / PrivLeak, four membership-inference AUCs, the entity-split probe
-   and its control, the mean-difference ablation attack and a relearning attack. Rows hold the
+2. **Calibration to one forget level** (0.3), the same search for every method: on a
+   *validation seed that is not reported* each method trains with the learning rates of one
+   grid of multipliers of its base rate, weakest first, for at most ``steps`` steps; its
+   forget accuracy is measured every ``eval_every`` steps and the run stops at the first
+   check at or below ``forget_target``. The method's strength is the first (learning rate,
+   steps) that reaches the level; a method that never does gets its point of lowest forget
+   accuracy and is marked unmatched. The ablation ``ra2-unfiltered`` (0.1's RA^2: every
+   forget token attracted, no anchor excluded) reuses RA^2's strength.
+3. **Reported seeds** (``--seeds``, default 0, 1, 2): every system at its calibrated strength;
+   forget / adjacent / retain accuracy, validity, TOFU truth ratio and forget quality, MUSE
+   KnowMem / VerbMem / PrivLeak, four membership-inference AUCs, the entity-split probe and
+   its control, the mean-difference ablation attack and a relearning attack. Rows hold the
    per-seed values, so claims between systems are paired over seeds.
+4. **Gating.** The paper's premise (``premise_adjacent_utility_drops``: under the baselines,
+   accuracy on the forget entities' other domains drops more than accuracy on other
+   entities) and the matching on the reported seeds (``forget_matched_<baseline>``: RA^2's
+   and the baseline's forget accuracies within 0.10) are claims of their own; every claim
+   "at the matched forget level" ``requires`` the matching, and the adjacent-utility claims
+   also the premise, so a comparison at unmatched levels is inconclusive whatever its
+   interval says (the core still records what it measured).
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import TrainerCallback
 
 from paperstack.contract import Report, Run
 from paperstack.errors import PaperstackError
@@ -41,16 +52,22 @@ from ra2_unlearn import metrics
 from ra2_unlearn.config import UnlearnConfig
 from ra2_unlearn.data import FactSplits, fact_splits
 from ra2_unlearn.evaluate import qa_scores
+from ra2_unlearn.modules import default_layer
 from ra2_unlearn.probes import ablated_scores, relearn, relearn_split, value_probe
 from ra2_unlearn.trainer import build_anchor_bank, unlearn
 
 __all__ = [
     "BASELINES",
     "FULL",
+    "POOLED",
     "QUICK",
     "SYSTEMS",
     "DemoSettings",
+    "Strength",
+    "calibrate",
+    "choose_strength",
     "claims_from_rows",
+    "pooled_gap_row",
     "run_demo",
 ]
 
@@ -97,16 +114,21 @@ class DemoSettings:
     #: Entities beyond the world (never trained): the non-members of the MIA attacks.
     n_holdout: int = 12
     forget_domain: str = "science"
+    #: The step budget of every unlearning run (calibration stops earlier at the level).
     steps: int = 80
     batch_size: int = 16
     seeds: tuple[int, ...] = (0, 1, 2)
     #: The seed of the learning-rate selection; never one of the reported seeds.
     validation_seed: int = 1000
-    #: The matched forget level: the weakest learning rate reaching at most this accuracy.
+    #: The matched forget level: calibration stops at the first check at or below it.
     forget_target: float = 0.20
-    #: Multipliers of each system's base learning rate, weakest first.
+    #: Multipliers of each system's base learning rate, weakest first (the same for all).
     lr_grid: tuple[float, ...] = (0.1, 0.2, 0.4, 1.0)
-    layer: int = 2
+    #: Calibration measures forget accuracy every this many steps (and at the last step).
+    eval_every: int = 5
+    #: The hooked layer l; None: the model's middle layer (``n_layers // 2``: 2 for the
+    #: 4-layer tiny preset, the layer of 0.1 and 0.2), resolved once the model is loaded.
+    layer: int | None = None
     steering_coeff: float = 60.0
     k: int = 8
     relearn_steps: int = 20
@@ -124,8 +146,9 @@ class DemoSettings:
 
 FULL = DemoSettings()
 #: ``--quick``: one seed, a world of 8 entities, a tiny model (and its retain model) trained
-#: for 80 steps inside the demo, 15 unlearning steps, no learning-rate grid. A smoke run of the
-#: whole pipeline; its numbers say little about the method.
+#: for 80 steps inside the demo, 15 unlearning steps, one learning rate (the calibration
+#: searches only the steps). A smoke run of the whole pipeline; its numbers say little about
+#: the method.
 QUICK = DemoSettings(
     pretrain_steps=80,
     n_entities=8,
@@ -300,14 +323,28 @@ def _seed_rows(system: str, per_seed: dict[int, Metrics]) -> list[Row]:
 def claims_from_rows(
     rows: Sequence[Row], chance: float, forget_target: float = FULL.forget_target
 ) -> list[Claim]:
-    """The premises and the paper's claims, computed from the rows (decided before the runs)."""
-    have = {(r.system, r.metric) for r in rows}
-    claims = []
+    """The premises and the paper's claims, computed from the rows (decided before the runs).
 
-    def add(cid: str, text: str, lhs: tuple[str, str], op: Any, rhs: Any, margin: float = 0.0):
+    Gating (0.3): ``forget_matched_<b>`` is the premise of every claim against ``b`` "at the
+    matched forget level" (adjacent, retain, relearning), and the paper's premise
+    ``premise_adjacent_utility_drops`` of every adjacent-utility claim: a claim whose premise
+    is not held is inconclusive, with what it measured kept in the claim.
+    """
+    have = {(r.system, r.metric) for r in rows}
+    claims: list[Claim] = []
+    by_id: dict[str, Claim] = {}
+
+    def add(cid: str, text: str, lhs: tuple[str, str], op: Any, rhs: Any, margin: float = 0.0,
+            requires: Sequence[str] = ()) -> None:  # fmt: skip
         needed = [lhs] + ([rhs] if isinstance(rhs, tuple) else [])
-        if all(k in have for k in needed):
-            claims.append(Claim.compare(cid, text, rows, lhs, op, rhs, margin))
+        if not all(k in have for k in needed):
+            return
+        # Each premise rests on a subset of this claim's rows (forget_matched_<b>: RA^2 and b;
+        # the paper's premise: the baselines, b among them), so it exists whenever this does.
+        premises = [by_id[p] for p in requires]
+        claim = Claim.compare(cid, text, rows, lhs, op, rhs, margin, requires=premises)
+        by_id[cid] = claim
+        claims.append(claim)
 
     add("premise_original_recalls",
         f"premise: before unlearning the model answers the forget questions more than 0.5 above "
@@ -330,29 +367,60 @@ def claims_from_rows(
         "premise: on the original model the entity-split probe reads the forget value more "
         "than 0.2 above its random-label control (it measures the value, not the entity)",
         ("original", "probe_acc"), "gt", ("original", "probe_control_acc"), 0.2)  # fmt: skip
+    add("premise_adjacent_utility_drops",
+        "the paper's premise: unlearned by the baselines (mean over those run, per seed), the "
+        "forget entities' other domains (adjacent) lose more than 0.05 more accuracy than "
+        "entities never unlearned (retain): forget-adjacent utility can drop while retain "
+        "utility holds", (POOLED, "retain_minus_adjacent"), "gt", 0.0, 0.05)  # fmt: skip
     add("ra2_forgets",
         f"RA^2 brings forget accuracy to at most {forget_target + 0.05:.2f} (the matched level "
         f"{forget_target:.2f} plus 0.05)", ("ra2", "forget_acc"), "le",
         forget_target + 0.05)  # fmt: skip
     add("filtering_makes_ra2_forget",
         "RA^2 with support-filtered anchors forgets more than 0.1's unfiltered RA^2 at the same "
-        "learning rate (forget accuracy lower by more than 0.3)",
+        "strength (forget accuracy lower by more than 0.3)",
         ("ra2-unfiltered", "forget_acc"), "gt", ("ra2", "forget_acc"), 0.3)  # fmt: skip
     for b in BASELINES:
-        add(f"forget_matched_{b}",
-            f"RA^2 and {b} reach the same forget level (forget accuracies within 0.10): the "
-            f"utility claims against {b} compare like with like only if this holds",
+        matched = f"forget_matched_{b}"
+        add(matched,
+            f"premise: calibrated on the validation seed, RA^2 and {b} reach the same forget "
+            f"level on the reported seeds (forget accuracies within 0.10); every claim against "
+            f"{b} at the matched forget level requires it",
             ("ra2", "forget_acc"), "within", (b, "forget_acc"), 0.10)  # fmt: skip
         add(f"ra2_adjacent_beats_{b}",
             f"At the matched forget level RA^2 keeps higher forget-adjacent accuracy than {b}",
-            ("ra2", "adjacent_acc"), "gt", (b, "adjacent_acc"))  # fmt: skip
+            ("ra2", "adjacent_acc"), "gt", (b, "adjacent_acc"),
+            requires=("premise_adjacent_utility_drops", matched))  # fmt: skip
         add(f"ra2_retain_vs_{b}",
             f"At the matched forget level RA^2's retain accuracy is no more than 0.03 below {b}'s",
-            ("ra2", "retain_acc"), "gt", (b, "retain_acc"), -0.03)  # fmt: skip
+            ("ra2", "retain_acc"), "gt", (b, "retain_acc"), -0.03,
+            requires=(matched,))  # fmt: skip
     add("ra2_relearns_less_than_rmu",
-        "After the relearning attack RA^2 gives back less of the forgotten facts than RMU",
-        ("ra2", "relearn_forget_acc"), "lt", ("rmu", "relearn_forget_acc"))  # fmt: skip
+        "At the matched forget level, after the relearning attack RA^2 gives back less of the "
+        "forgotten facts than RMU", ("ra2", "relearn_forget_acc"), "lt",
+        ("rmu", "relearn_forget_acc"), requires=("forget_matched_rmu",))  # fmt: skip
     return claims
+
+
+#: The system name of the baselines' per-seed mean (the paper's premise is about them).
+POOLED = "baselines-mean"
+
+
+def pooled_gap_row(per_system: dict[str, dict[int, Metrics]]) -> Row | None:
+    """``retain_acc - adjacent_acc`` per seed, averaged over the baselines that ran: how much
+    more the forget entities' other domains lose than unrelated entities (> 0: the paper's
+    premise that adjacent utility drops while retain utility holds)."""
+    ran = [b for b in BASELINES if b in per_system]
+    if not ran:
+        return None
+    seeds = sorted(set.intersection(*(set(per_system[b]) for b in ran)))
+    if not seeds:
+        return None
+    gaps = {}
+    for seed in seeds:
+        runs = [per_system[b][seed] for b in ran]
+        gaps[seed] = float(np.mean([m["retain_acc"][0] - m["adjacent_acc"][0] for m in runs]))
+    return Row.from_seeds(POOLED, "retain_minus_adjacent", gaps)
 
 
 # --------------------------------------------------------------------------- the run
@@ -364,8 +432,8 @@ def settings_for(run: Run) -> DemoSettings:
     settings = QUICK if run.quick else FULL
     if settings.validation_seed in run.seeds:
         raise PaperstackError(
-            f"--seeds: {settings.validation_seed} is the validation seed of the learning-rate "
-            "selection and cannot be reported"
+            f"--seeds: {settings.validation_seed} is the validation seed of the calibration and "
+            "cannot be reported"
         )
     settings = replace(settings, seeds=tuple(run.seeds))
     if run.args.steps is not None:
@@ -384,45 +452,104 @@ def settings_for(run: Run) -> DemoSettings:
 
 
 def _unlearn(model: Any, tok: Any, splits: FactSplits, settings: DemoSettings, system: str,
-             lr: float, seed: int) -> Any:  # fmt: skip
+             lr: float, seed: int, steps: int | None = None, callbacks: Sequence[Any] = ()
+             ) -> Any:  # fmt: skip
     device = next(model.parameters()).device.type  # the Trainer places it (cuda: cuda:0)
     return unlearn(model, tok, splits.forget, splits.retain, settings.config(system),
-                   steps=settings.steps, lr=lr, batch_size=settings.batch_size,
-                   seed=seed, device=device).model  # fmt: skip
+                   steps=steps or settings.steps, lr=lr, batch_size=settings.batch_size,
+                   seed=seed, device=device, callbacks=callbacks).model  # fmt: skip
 
 
-def select_learning_rates(
+@dataclass(frozen=True)
+class Strength:
+    """A system's calibrated strength: its learning rate and step count, the forget accuracy
+    it reached there on the validation seed, and whether that is at the level."""
+
+    lr: float
+    steps: int
+    forget_acc: float
+    reached: bool
+
+
+#: One calibration run: its learning rate and the (step, forget accuracy) checks it made.
+Trajectory = tuple[float, list[tuple[int, float]]]
+
+
+def choose_strength(trajectories: Sequence[Trajectory], target: float) -> Strength:
+    """The rule of the calibration, the same for every method: over the runs in grid order
+    (weakest learning rate first), the first check whose forget accuracy is at most
+    ``target``; if no check reaches it, the check of lowest forget accuracy (ties: the weaker
+    run, the earlier step), marked not reached."""
+    points = [(lr, step, acc) for lr, checks in trajectories for step, acc in checks]
+    if not points:
+        raise PaperstackError("calibration: no forget-accuracy check was made")
+    for lr, step, acc in points:
+        if acc <= target:
+            return Strength(lr, step, acc, True)
+    lr, step, acc = min(points, key=lambda p: p[2])  # min keeps the first of equal ones
+    return Strength(lr, step, acc, False)
+
+
+class _ForgetCheck(TrainerCallback):
+    """Measures forget accuracy every ``every`` steps (and at the last one) and stops the run
+    at the first check at or below ``target``: the calibration's search over steps. At a
+    constant learning rate the weights after ``s`` steps are those of a fresh ``s``-step run
+    of the same seed, so stopping early is the same as having chosen ``s``."""
+
+    def __init__(self, tok: Any, forget: Sequence[Any], every: int, target: float) -> None:
+        self.tok, self.forget, self.every, self.target = tok, forget, every, target
+        self.checks: list[tuple[int, float]] = []
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        step = int(state.global_step)
+        if step % self.every and step < int(state.max_steps):
+            return control
+        model = kw["model"]
+        was_training = model.training
+        model.eval()
+        acc = qa_scores(model, self.tok, self.forget).accuracy
+        model.train(was_training)
+        self.checks.append((step, float(acc)))
+        if acc <= self.target:
+            control.should_training_stop = True
+        return control
+
+
+def calibrate(
     model: Any, tok: Any, splits: FactSplits, settings: DemoSettings, run: Run,
     writer: JsonlWriter,
-) -> tuple[dict[str, float], dict[str, list[tuple[float, float]]]]:  # fmt: skip
-    """Each swept system's learning rate, chosen on the validation seed: the weakest of its
-    grid whose forget accuracy is at most ``forget_target`` (the strongest if none is)."""
-    chosen: dict[str, float] = {}
-    sweep: dict[str, list[tuple[float, float]]] = {}
+) -> tuple[dict[str, Strength], dict[str, list[Trajectory]]]:  # fmt: skip
+    """Each system's strength on the validation seed, by one search for all
+    (:func:`choose_strength` over the learning-rate grid, each run checked every
+    ``eval_every`` steps and stopped at the level). ``ra2-unfiltered`` reuses RA^2's."""
+    chosen: dict[str, Strength] = {}
+    sweep: dict[str, list[Trajectory]] = {}
     swept = [m for m in settings.methods if SYSTEMS[m].lr is not None]
     seed = settings.validation_seed
-    with run.progress(len(swept) * len(settings.lr_grid), "validation sweep") as bar:
+    with run.progress(len(swept) * len(settings.lr_grid), "calibration") as bar:
         for system in swept:
             base = SYSTEMS[system].lr
             assert base is not None
             sweep[system] = []
-            if len(settings.lr_grid) == 1:  # nothing to choose between: no validation runs
-                chosen[system] = base * settings.lr_grid[0]
-                bar.advance(system=system)
-                continue
-            for mult in settings.lr_grid:
+            for i, mult in enumerate(settings.lr_grid):
                 lr = base * mult
-                trained = _unlearn(model, tok, splits, settings, system, lr, seed)
-                forget = evaluate_system(trained, tok, splits, settings, seed, None, full=False)
-                sweep[system].append((lr, forget["forget_acc"][0]))
+                check = _ForgetCheck(tok, splits.forget, settings.eval_every,
+                                     settings.forget_target)  # fmt: skip
+                _unlearn(model, tok, splits, settings, system, lr, seed, callbacks=[check])
+                sweep[system].append((lr, list(check.checks)))
                 writer.write({"phase": "validation", "system": system, "seed": seed, "lr": lr,
-                              "forget_acc": forget["forget_acc"][0]})  # fmt: skip
+                              "checks": check.checks,
+                              "forget_acc": check.checks[-1][1]})  # fmt: skip
                 bar.advance(system=system)
-                if forget["forget_acc"][0] <= settings.forget_target:
+                if check.checks and check.checks[-1][1] <= settings.forget_target:
+                    bar.advance(len(settings.lr_grid) - i - 1)
                     break
-            chosen[system] = sweep[system][-1][0]
-            run.log(f"validation seed {seed}: {system} lr {chosen[system]:.3g} "
-                    f"(forget {sweep[system][-1][1]:.3f})")  # fmt: skip
+            chosen[system] = choose_strength(sweep[system], settings.forget_target)
+            st = chosen[system]
+            run.log(f"validation seed {seed}: {system} lr {st.lr:.3g}, {st.steps} steps "
+                    f"(forget {st.forget_acc:.3f}"
+                    + ("" if st.reached else f", NOT at the level {settings.forget_target:.2f}")
+                    + ")")  # fmt: skip
     for system in settings.methods:
         spec = SYSTEMS[system]
         if spec.lr is None and spec.same_lr_as is not None:
@@ -459,7 +586,8 @@ def premise_rows(
 
 
 def run_demo(run: Run) -> Report:
-    """Premises, the validation sweep, then every system over the reported seeds.
+    """Premises, the calibration on the validation seed, then every system over the reported
+    seeds at its calibrated strength.
 
     Each result is appended to ``run.out/runs.jsonl`` (crash-safe JSONL) as soon as it
     exists. One torch thread unless ``OMP_NUM_THREADS`` says otherwise: on two shared cores,
@@ -474,6 +602,8 @@ def run_demo(run: Run) -> Report:
                          n_holdout=settings.n_holdout)  # fmt: skip
     model, tok, retain_model, source = base_models(settings, splits, run.model,
                                                    run.show_progress, run.device)  # fmt: skip
+    if settings.layer is None:  # from the model's depth: a user's 2- or 30-layer model fits
+        settings = replace(settings, layer=default_layer(model))
     run.log(
         f"world: {settings.n_entities} entities; forget {len(splits.forget)} questions "
         f"({settings.forget_domain} of {settings.n_forget} entities), adjacent "
@@ -489,26 +619,36 @@ def run_demo(run: Run) -> Report:
         run.log(_line("original", [{r.metric: (r.value, 0) for r in rows
                                     if r.system == "original"}]))  # fmt: skip
         t0 = time.perf_counter()
-        lrs, sweep = select_learning_rates(model, tok, splits, settings, run, writer)
+        strength, sweep = calibrate(model, tok, splits, settings, run, writer)
         timing["validation"] = time.perf_counter() - t0
         seconds: dict[str, float] = {}
+        per_system: dict[str, dict[int, Metrics]] = {}
         total = len(settings.methods) * len(settings.seeds)
         with run.progress(total, "reported runs") as bar:
             for system in settings.methods:
                 per_seed: dict[int, Metrics] = {}
                 t0 = time.perf_counter()
                 for seed in settings.seeds:
-                    trained = _unlearn(model, tok, splits, settings, system, lrs[system], seed)
+                    st = strength[system]
+                    trained = _unlearn(model, tok, splits, settings, system, st.lr, seed,
+                                       steps=st.steps)  # fmt: skip
                     per_seed[seed] = evaluate_system(trained, tok, splits, settings, seed,
                                                      reference)  # fmt: skip
                     writer.write({"phase": "reported", "system": system, "seed": seed,
-                                  "lr": lrs[system], "metrics": per_seed[seed]})  # fmt: skip
+                                  "lr": st.lr, "steps": st.steps,
+                                  "metrics": per_seed[seed]})  # fmt: skip
                     bar.advance(system=system)
                 seconds[system] = (time.perf_counter() - t0) / len(settings.seeds)
                 rows += _seed_rows(system, per_seed)
+                per_system[system] = per_seed
+                st = strength[system]
                 run.log(_line(system, list(per_seed.values()))
-                        + f" (lr {lrs[system]:.3g}, {seconds[system]:.0f} s/seed)")  # fmt: skip
+                        + f" (lr {st.lr:.3g}, {st.steps} steps, "
+                        f"{seconds[system]:.0f} s/seed)")  # fmt: skip
         timing["reported"] = sum(seconds.values()) * len(settings.seeds)
+        gap = pooled_gap_row(per_system)
+        if gap is not None:
+            rows.append(gap)
     claims = claims_from_rows(rows, splits.chance, settings.forget_target)
     from paperstack.report import bar_chart
 
@@ -527,8 +667,12 @@ def run_demo(run: Run) -> Report:
     ]
     facts = {
         "model": source,
-        "learning_rates": lrs,
-        "validation_sweep": {k: [list(p) for p in v] for k, v in sweep.items()},
+        "layer": settings.layer,
+        "strength": {k: asdict(v) for k, v in strength.items()},
+        "learning_rates": {k: v.lr for k, v in strength.items()},
+        "validation_sweep": {
+            k: [[lr, [list(c) for c in checks]] for lr, checks in v] for k, v in sweep.items()
+        },
         "seconds_per_seed": seconds,
         "timing_seconds": timing,
         "chance": splits.chance,
@@ -538,29 +682,36 @@ def run_demo(run: Run) -> Report:
         rows,
         claims,
         title="ra2-unlearn: demo" + (" (--quick)" if run.quick else ""),
-        intro=_intro(settings, facts, sweep),
+        intro=_intro(settings, facts, strength),
         figures=figures,
         config={"settings": asdict(settings), "run": facts},
     )
 
 
 def _intro(settings: DemoSettings, facts: dict[str, Any],
-           sweep: dict[str, list[tuple[float, float]]]) -> str:  # fmt: skip
+           strength: dict[str, Strength]) -> str:  # fmt: skip
+    layer = int(settings.layer or 0)
     chosen = "; ".join(
-        f"{m} " + ", ".join(f"{lr:.2g}: {acc:.2f}" for lr, acc in pts) for m, pts in sweep.items()
+        f"{m} lr {st.lr:.2g}, {st.steps} steps: {st.forget_acc:.2f}"
+        + ("" if st.reached else " (not at the level)")
+        for m, st in strength.items()
     )
     return (
         f"Fact world of {settings.n_entities} entities; forget = the `{settings.forget_domain}` "
         f"domain of {settings.n_forget} entities; adjacent = their other domains; retain "
         "accuracy on entities never seen during unlearning; MIA non-members = the same domain "
-        f"of {settings.n_holdout} entities never trained on. Every method runs {settings.steps} "
-        f"steps of batch {settings.batch_size} (forget + retain halves); RMU and RA^2 act on "
-        f"layer {settings.layer} and train the MLP down-projections of layers "
-        f"{max(0, settings.layer - 2)}..{settings.layer}. Learning rates were chosen on "
-        f"validation seed {settings.validation_seed} (not reported) as the weakest of the grid "
-        f"reaching forget accuracy <= {settings.forget_target:.2f} (lr: forget acc; {chosen}). "
+        f"of {settings.n_holdout} entities never trained on. Every method trains with batch "
+        f"{settings.batch_size} (forget + retain halves) for at most {settings.steps} steps; "
+        f"RMU and RA^2 act on layer {layer} (the model's middle layer) and train the MLP output "
+        f"projections of layers {max(0, layer - 2)}..{layer}. Calibration, the same for every "
+        f"method, on validation seed {settings.validation_seed} (not reported): learning rates "
+        f"base x {', '.join(f'{m:g}' for m in settings.lr_grid)} (weakest first), forget "
+        f"accuracy checked every {settings.eval_every} steps, the first check at or below "
+        f"{settings.forget_target:.2f} is the method's strength ({chosen}). "
         f"Reported rows hold per-seed values (seeds {', '.join(map(str, settings.seeds))}); "
-        "claims between systems are paired over seeds (Student t); the original model, the "
+        "claims between systems are paired over seeds (Student t); claims at the matched forget "
+        "level require `forget_matched_<baseline>`, adjacent-utility claims also "
+        "`premise_adjacent_utility_drops`; the original model, the "
         "retain model and the patch tests are single deterministic evaluations (k of n "
         f"questions, Wilson). Chance on the forget questions: {facts['chance']:.3g}. Model: "
         f"{facts['model'].get('source')}. Toy scale on a shared 2-core CPU; GPU not measured."

@@ -1,9 +1,14 @@
-"""Where a causal LM keeps its decoder layers, and forward hooks that read their outputs.
+"""Where a causal LM keeps its decoder layers and MLP output projections, which parameters
+train, and forward hooks that read the layers' outputs.
 
-Llama, Qwen2/3, Mistral, Gemma and Phi-3 all expose ``model.model.layers[i]`` with an MLP whose
-output projection is ``mlp.down_proj`` (the module RMU trains in the WMDP code); GPT-2/NeoX style
-models are found too (``transformer.h``, ``gpt_neox.layers``) but have no ``down_proj``, which
-``mlp_down`` training then reports as a one-line error. A peft wrapper is looked through.
+Llama, Qwen2/3, Mistral, Gemma and Phi-3 expose ``model.model.layers[i]`` with an MLP whose
+output projection is ``mlp.down_proj`` (the module RMU trains in the WMDP code); GPT-2 keeps
+its layers in ``transformer.h`` and the projection in ``mlp.c_proj`` (a ``Conv1D``, weights
+stored transposed); GPT-NeoX in ``gpt_neox.layers`` and ``mlp.dense_4h_to_h``; Phi/OPT-style
+MLPs in ``mlp.fc2``; GPT-J in ``mlp.fc_out``. The projection is found by architecture from
+that table (:data:`MLP_OUTPUT_NAMES`), so one code path serves every family; a model whose
+layers have none of them is refused in one line naming what it lacks and what to train
+instead. A peft wrapper is looked through.
 """
 
 from __future__ import annotations
@@ -18,15 +23,24 @@ from torch import nn
 from ra2_unlearn.errors import UnlearnError
 
 __all__ = [
+    "MLP_OUTPUT_NAMES",
     "ablate_direction",
     "capture_layers",
     "decoder_layers",
+    "default_layer",
     "down_projections",
+    "mlp_output_projection",
     "replace_states",
+    "resolve_layer",
     "select_trainable",
+    "trainable_module_names",
 ]
 
 _LAYER_PATHS = ("model.layers", "model.model.layers", "transformer.h", "gpt_neox.layers", "layers")
+#: The MLP output projection of one decoder layer, by architecture: Llama/Qwen/Mistral/Gemma/
+#: Phi-3 ``down_proj``, GPT-2 ``c_proj`` (Conv1D), GPT-NeoX ``dense_4h_to_h``, Phi/OPT ``fc2``,
+#: GPT-J ``fc_out``. The first that exists under the layer's ``mlp`` wins.
+MLP_OUTPUT_NAMES: tuple[str, ...] = ("down_proj", "c_proj", "dense_4h_to_h", "fc2", "fc_out")
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -58,6 +72,24 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     )
 
 
+def default_layer(model: nn.Module) -> int:
+    """The hooked layer l when none is given: the middle decoder layer, ``n // 2``.
+
+    The toy demo's 4-layer model has always used l = 2 (= 4 // 2); the zoo's 2-layer
+    checkpoints get 1, a 30-layer SmolLM2 15. The WMDP RMU code used 7 of Zephyr's 32 (pass
+    ``--layer 7`` to follow it); a depth-relative default is what lets one command line run on
+    every model without an "out of range".
+    """
+    return len(decoder_layers(model)) // 2
+
+
+def resolve_layer(model: nn.Module, layer: int | None, field: str = "layer") -> int:
+    """``layer`` checked against ``model``'s depth, or :func:`default_layer` when None."""
+    if layer is None:
+        return default_layer(model)
+    return check_layer(model, layer, field)
+
+
 def check_layer(model: nn.Module, layer: int, field: str = "layer") -> int:
     """``layer`` if it indexes a decoder layer of ``model``, else a one-line error."""
     n = len(decoder_layers(model))
@@ -66,33 +98,54 @@ def check_layer(model: nn.Module, layer: int, field: str = "layer") -> int:
     return layer
 
 
-def down_projections(model: nn.Module, layers: Sequence[int]) -> list[nn.Module]:
-    """The MLP output projections (``mlp.down_proj``) of ``layers``: what RMU trains."""
+def mlp_output_projection(model: nn.Module, index: int) -> nn.Module:
+    """Decoder layer ``index``'s MLP output projection (:data:`MLP_OUTPUT_NAMES`), or a
+    one-line error naming the model, the layer and what was looked for."""
     blocks = decoder_layers(model)
-    out = []
-    for i in layers:
-        check_layer(model, i, "trained_layers")
-        mlp = getattr(blocks[i], "mlp", None)
-        proj = getattr(mlp, "down_proj", None)
-        if not isinstance(proj, nn.Module):
-            raise UnlearnError(
-                f"model {type(_unwrap(model)).__name__}: layer {i} has no mlp.down_proj "
-                "(use trainable='all' or a Llama/Qwen/Mistral-style model)"
-            )
-        out.append(proj)
-    return out
+    check_layer(model, index, "trained_layers")
+    mlp = getattr(blocks[index], "mlp", None)
+    for name in MLP_OUTPUT_NAMES:
+        proj = getattr(mlp, name, None)
+        if isinstance(proj, nn.Module):
+            return proj
+    looked = ", ".join(f"mlp.{n}" for n in MLP_OUTPUT_NAMES)
+    raise UnlearnError(
+        f"model {type(_unwrap(model)).__name__}: layer {index} has no MLP output projection "
+        f"(looked for {looked}); use --trainable all or --trainable layers:A-B "
+        "(trainable='all' / 'layers' in the API)"
+    )
+
+
+def down_projections(model: nn.Module, layers: Sequence[int]) -> list[nn.Module]:
+    """The MLP output projections of ``layers`` (``mlp.down_proj``, GPT-2's ``mlp.c_proj``,
+    ...): what RMU trains in the WMDP code."""
+    return [mlp_output_projection(model, i) for i in layers]
+
+
+def _chosen_modules(model: nn.Module, which: str, layers: Sequence[int]) -> list[nn.Module]:
+    if which in ("mlp", "mlp_down"):
+        return down_projections(model, layers)
+    if which == "layers":
+        blocks = decoder_layers(model)
+        for i in layers:
+            check_layer(model, i, "trained_layers")
+        return [blocks[i] for i in layers]
+    raise UnlearnError(f"trainable {which!r}: not one of all, mlp, layers")
 
 
 def select_trainable(model: nn.Module, which: str, layers: Sequence[int]) -> list[nn.Parameter]:
-    """Freeze everything except ``which`` (``all`` or ``mlp_down`` of ``layers``); return the
-    trainable parameters. With peft the adapter weights decide (anything already marked
-    trainable under the chosen modules stays trainable)."""
+    """Freeze everything except ``which`` and return the trainable parameters.
+
+    ``all``: the whole model; ``mlp`` (alias ``mlp_down``): the MLP output projections of
+    ``layers``; ``layers``: every parameter of decoder ``layers``. With peft the adapter
+    weights decide (anything already marked trainable under the chosen modules stays
+    trainable)."""
     if which == "all":
         params = [p for p in model.parameters() if p.requires_grad] or list(model.parameters())
         for p in params:
             p.requires_grad_(True)
         return params
-    chosen = {id(p) for m in down_projections(model, layers) for p in m.parameters()}
+    chosen = {id(p) for m in _chosen_modules(model, which, layers) for p in m.parameters()}
     peft = any("lora_" in n for n, _ in model.named_parameters())
     params = []
     for name, p in model.named_parameters():
@@ -101,8 +154,23 @@ def select_trainable(model: nn.Module, which: str, layers: Sequence[int]) -> lis
         if keep:
             params.append(p)
     if not params:
-        raise UnlearnError(f"no trainable parameters in the down projections of layers {layers}")
+        raise UnlearnError(f"no trainable parameters in {which} of layers {list(layers)}")
     return params
+
+
+def trainable_module_names(model: nn.Module, which: str, layers: Sequence[int]) -> list[str]:
+    """Qualified names of the Linear/Conv1D modules ``which`` trains (LoRA's targets)."""
+    base = _unwrap(model)
+    if which == "all":
+        roots: list[nn.Module] = list(decoder_layers(base))
+    else:
+        roots = _chosen_modules(base, which, layers)
+    wanted = {id(m) for r in roots for m in r.modules()}
+    return [
+        name
+        for name, m in base.named_modules()
+        if id(m) in wanted and type(m).__name__ in ("Linear", "Conv1D")
+    ]
 
 
 def _hidden(output: Any) -> torch.Tensor:

@@ -165,6 +165,7 @@ def teacher_forced_correct(
     eos = tokenizer.eos_token_id
     device = next(model.parameters()).device
     if patch is not None:
+        patch = (patch[0].for_model(model), patch[1])  # layer None: the model's middle layer
         patch[1].to(device)
     out: list[bool] = []
     model.eval()
@@ -175,14 +176,15 @@ def teacher_forced_correct(
             logits = model(input_ids=ids, attention_mask=mask).logits
         else:
             config, bank = patch
-            with capture_layers(model, [config.layer]) as store:
+            ell = int(config.layer or 0)  # resolved above
+            with capture_layers(model, [ell]) as store:
                 ref_logits = model(input_ids=ids, attention_mask=mask).logits
-            states = store[config.layer]
+            states = store[ell]
             where, exclude = ra2_positions(
                 config, bank, states, ref_logits, b, [] if eos is None else [eos]
             )
             targets = bank.targets(states[where], config.k, config.tau, config.target, exclude)
-            with replace_states(model, config.layer, where, targets):
+            with replace_states(model, ell, where, targets):
                 logits = model(input_ids=ids, attention_mask=mask).logits
         nxt = b["labels"][:, 1:]
         scored = (nxt != -100) & (nxt != (eos if eos is not None else -1))

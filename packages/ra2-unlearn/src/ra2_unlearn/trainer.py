@@ -39,7 +39,12 @@ from ra2_unlearn.data import (
     pad_batch,
 )
 from ra2_unlearn.errors import UnlearnError
-from ra2_unlearn.modules import capture_layers, check_layer, decoder_layers, select_trainable
+from ra2_unlearn.modules import (
+    capture_layers,
+    decoder_layers,
+    select_trainable,
+    trainable_module_names,
+)
 
 __all__ = [
     "UnlearnResult",
@@ -76,11 +81,12 @@ class UnlearnTrainer(Trainer):
         anchors: AnchorBank | None = None,
         **kwargs: Any,
     ) -> None:
+        # The layer is resolved from the model's depth when not given, and checked only where
+        # the method uses it (GA on the whole model has no layer to be out of range).
+        config = config.for_model(model)
         self.config = config
         n_layers = len(decoder_layers(model))
-        check_layer(model, config.layer)
-        for i in config.resolved_trained_layers():
-            check_layer(model, i, "trained_layers")
+        assert config.layer is not None
         # Remember every flag this trainer changes, so train() can hand the caller's modules
         # back as they were (select_trainable freezes most of the model, the reference is
         # frozen whole).
@@ -107,7 +113,7 @@ class UnlearnTrainer(Trainer):
         for p in self.ref_model.parameters():
             p.requires_grad_(False)
         self.anchors = anchors.to(self.args.device) if anchors is not None else None
-        self.retain_layers = list(range(config.layer, n_layers))
+        self.retain_layers = list(range(config.layer, n_layers)) if config.latent else []
         self.control_vector: torch.Tensor | None = None
         if config.method == "rmu":
             # WMDP: u ~ U[0,1)^d normalised, scaled by the steering coefficient; fixed per run.
@@ -135,9 +141,15 @@ class UnlearnTrainer(Trainer):
             p.requires_grad_(flag)
 
     def _width(self) -> int:
-        with torch.no_grad(), capture_layers(self.ref_model, [self.config.layer]) as store:
+        ell = self._ell()
+        with torch.no_grad(), capture_layers(self.ref_model, [ell]) as store:
             self.ref_model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=self.args.device))
-        return int(store[self.config.layer].shape[-1])
+        return int(store[ell].shape[-1])
+
+    def _ell(self) -> int:
+        """The hooked layer l (always resolved by ``for_model`` in ``__init__``)."""
+        assert self.config.layer is not None
+        return self.config.layer
 
     def _forget_mask(self, side: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = side["attention_mask"].bool()
@@ -204,7 +216,7 @@ class UnlearnTrainer(Trainer):
     def _rmu_loss(
         self, model: nn.Module, f: dict[str, torch.Tensor], r: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        ell = self.config.layer
+        ell = self._ell()
         assert self.control_vector is not None
         hf, _ = self._hidden(model, f, [ell])
         hr, _ = self._hidden(model, r, [ell])
@@ -225,7 +237,7 @@ class UnlearnTrainer(Trainer):
     def _ra2_loss(
         self, model: nn.Module, f: dict[str, torch.Tensor], r: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        cfg, ell = self.config, self.config.layer
+        cfg, ell = self.config, self._ell()
         assert self.anchors is not None
         rmask = r["attention_mask"].bool()
         hf, _ = self._hidden(model, f, [ell])
@@ -309,7 +321,8 @@ def build_anchor_bank(
     """RA^2's anchor bank from the frozen model's layer-``config.layer`` states on ``retain``."""
     if not retain:
         raise UnlearnError("retain set is empty: RA^2 needs retain tokens for its anchors")
-    check_layer(ref_model, config.layer)
+    config = config.for_model(ref_model)
+    assert config.layer is not None
     enc = encode(tokenizer, retain)
     device = next(ref_model.parameters()).device
     batches = []
@@ -390,12 +403,15 @@ def unlearn(
     output_dir: str | None = None,
     progress: bool = False,
     inplace: bool = False,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> UnlearnResult:
     """Unlearn ``forget`` from ``model`` while keeping ``retain``, with ``config``.
 
     The defaults are the WMDP RMU recipe's optimiser settings (AdamW, constant lr 5e-5,
     batch 4). Training runs on a copy of ``model`` (``inplace=True`` trains ``model`` itself),
     so the caller's model, its weights and its ``requires_grad`` flags, is left as it was.
+    ``callbacks``: extra ``TrainerCallback`` objects (the demo's calibration evaluates the forget
+    accuracy every few steps and stops at the matched level).
     ``ref_model`` (the frozen theta_0) defaults to the untouched ``model``; ``lora_r`` wraps
     the copy in a peft LoRA adapter of that rank on the trained modules.
     """
@@ -411,7 +427,7 @@ def unlearn(
     check_vocabulary_overlap(tokenizer, forget, "forget")
     check_vocabulary_overlap(tokenizer, retain, "retain")
     dataset = ForgetRetainDataset(encode(tokenizer, forget), encode(tokenizer, retain))
-    check_layer(model, config.layer)
+    config = config.for_model(model)  # layer from depth; checked only where it is used
     # The caller's model stays as it was: training runs on a copy (unless ``inplace``), and the
     # untouched original serves as the frozen reference when none is given.
     ref = ref_model if ref_model is not None else (copy.deepcopy(model) if inplace else model)
@@ -439,6 +455,8 @@ def unlearn(
     start = time.perf_counter()
     with Progress(steps, f"unlearning ({config.method})", enabled=progress) as bar:
         trainer.add_callback(_Progress(bar))
+        for callback in callbacks:
+            trainer.add_callback(callback)
         trainer.train()
     trained: Any = trainer.model
     if lora_r is not None:
@@ -453,11 +471,11 @@ def _with_lora(model: PreTrainedModel, config: UnlearnConfig, r: int) -> Any:
         from peft import LoraConfig, get_peft_model
     except ImportError:
         raise UnlearnError("lora_r needs peft: pip install 'ra2-unlearn[peft]'") from None
-    layers = config.resolved_trained_layers()
-    if config.resolved_trainable() == "mlp_down":
-        targets = [f"layers.{i}.mlp.down_proj" for i in layers]
-    else:
-        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    which = config.resolved_trainable()
+    layers = config.resolved_trained_layers() if which != "all" else ()
+    # The exact module names of this architecture (Llama's down_proj, GPT-2's Conv1D c_proj
+    # ...), so one code path puts the adapter where the config would train.
+    targets = trainable_module_names(model, which, layers)
     lora = LoraConfig(r=r, lora_alpha=2 * r, target_modules=targets, lora_dropout=0.0)
     return get_peft_model(model, lora)
 
