@@ -274,11 +274,12 @@ def evaluate_system(
             out["privleak"] = (leak, len(splits.forget))
     others_e = [e for e in splits.retain + splits.retain_eval
                 if e.meta["domain"] == splits.forget_domain]  # fmt: skip
-    probe = value_probe(model, tok, others_e, splits.forget, settings.layer, seed)
-    control = value_probe(model, tok, others_e, splits.forget, settings.layer, seed, control=True)
+    layer = settings.layer if settings.layer is not None else default_layer(model)
+    probe = value_probe(model, tok, others_e, splits.forget, layer, seed)
+    control = value_probe(model, tok, others_e, splits.forget, layer, seed, control=True)
     out["probe_acc"] = (float(probe.mean()), probe.size)
     out["probe_control_acc"] = (float(control.mean()), control.size)
-    abl = ablated_scores(model, tok, splits.forget, splits.retain, settings.layer)
+    abl = ablated_scores(model, tok, splits.forget, splits.retain, layer)
     out["ablation_forget_acc"] = (abl.accuracy, abl.correct.size)
     slice_, rest = relearn_split(splits.forget, settings.relearn_fraction, seed)
     attacked = relearn(
