@@ -42,7 +42,37 @@ def test_rule_judge_certifies_references_and_rejects_gapped_ones():
     refs = [JudgeRequest(p, r.proof) for p in test for r in p.references]
     assert all(a.correct for a in judge.assess(refs, ("correct",)))
     gaps = [JudgeRequest(p, "\n".join(gapped(r))) for p in test for r in p.references]
-    assert not any(a.correct for a in judge.assess(gaps, ("correct",)))
+    verdicts = [a.verdict for a in judge.assess(gaps, ("correct",))]
+    assert "correct" not in verdicts
+    # It cannot refute a gap, only fail to certify it (a one-step reference minus its step is
+    # empty: that one is soundly incorrect).
+    assert set(verdicts) <= {"unverified", "incorrect"}
+    assert verdicts.count("unverified") > verdicts.count("incorrect")
+
+
+def test_rule_judge_says_unverified_not_incorrect_for_a_new_proof():
+    """A correct proof outside the references (issue #49): unverified, never incorrect; no
+    quality is computed for it, and only sound refutations are incorrect."""
+    p = PROBLEMS.get("ineq-01")
+    new = (
+        "Let $x = \\frac{a}{b} > 0$.\n"
+        "Then $\\frac{a}{b} + \\frac{b}{a} - 2 = x + \\frac{1}{x} - 2 = \\frac{(x-1)^2}{x} \\ge 0$."
+    )
+    a, b, c = RuleJudge().assess(
+        [JudgeRequest(p, new), JudgeRequest(p, "I cannot prove this."), JudgeRequest(p, "QED")]
+    )
+    assert a.verdict == "unverified"
+    assert a.correct is None
+    assert not a.failures  # not a judge failure either
+    assert a.unnecessary is None
+    assert a.techniques is None
+    assert "no reference" in a.reason
+    assert b.verdict == "incorrect"
+    assert c.verdict == "incorrect"
+    # a proof by contradiction states a false identity: not a refutation
+    contra = "Suppose $a/b + b/a < 2$.\nThen $0 = 1$, a contradiction."
+    [d] = RuleJudge().assess([JudgeRequest(p, contra)])
+    assert d.verdict == "unverified"
 
 
 def test_rule_judge_finds_padding_as_unnecessary():
@@ -98,8 +128,10 @@ def test_judge_answers_are_recorded_and_replayed(tmp_path):
 def test_judge_agreement_with_labels_and_between_judges():
     test = PROBLEMS.split("test")
     ag = judge_agreement(RuleJudge(), test)
-    acc = next(r for r in ag.rows if r.metric == "label_accuracy")
-    assert acc.k == acc.n  # the rule judge matches every correctness label of the test split
+    acc = next(r for r in ag.rows if r.metric == "certify_accuracy")
+    assert acc.k == acc.n  # certifies every reference of the test split and no gapped one
+    refuted = next(r for r in ag.rows if r.metric == "refuted_references")
+    assert refuted.k == 0
     assert ag.kappa_calc is not None
     assert 0 < ag.kappa_calc < 1
     assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0

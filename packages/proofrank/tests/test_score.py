@@ -20,13 +20,34 @@ def test_score_writes_one_line_per_proof(tmp_path, capsys):
         [
             {"problem_id": p.id, "proof": p.references[0].proof},
             {"problem_id": p.id, "proof": "It is obvious."},
+            {"problem_id": p.id, "proof": "I cannot prove this."},
         ],
     )
     assert main(["score", "--proofs", str(proofs), "--out", str(tmp_path / "o")]) == 0
     lines = [json.loads(x) for x in (tmp_path / "o" / "scores.jsonl").read_text().splitlines()]
-    assert [x["correct"] for x in lines] == [True, False]
+    assert [x["verdict"] for x in lines] == ["correct", "unverified", "incorrect"]
+    assert [x["correct"] for x in lines] == [True, None, False]
     assert lines[1]["verbosity"] is None  # gated
-    assert "2 proofs: 1 correct" in capsys.readouterr().out
+    assert "3 proofs: 1 correct, 1 incorrect, 1 unverified" in capsys.readouterr().out
+
+
+def test_score_does_not_mark_a_correct_proof_outside_the_references_incorrect(tmp_path, capsys):
+    """Issue #49's acceptance test: ineq-01 proved by (x-1)^2/x >= 0, which no shipped
+    reference does, is unverified (correctness unknown), not incorrect, and gets no quality."""
+    proof = (
+        "Put $x = \\frac{a}{b}$, so $x > 0$ and $\\frac{b}{a} = \\frac{1}{x}$.\n"
+        "Then $\\frac{a}{b} + \\frac{b}{a} - 2 = \\frac{x^2 - 2x + 1}{x} = \\frac{(x-1)^2}{x}$.\n"
+        "Since $(x-1)^2 \\ge 0$ and $x > 0$, we have $\\frac{(x-1)^2}{x} \\ge 0$, the claim."
+    )
+    proofs = _proofs(tmp_path, [{"problem_id": "ineq-01", "proof": proof}])
+    assert main(["score", "--proofs", str(proofs), "--out", str(tmp_path / "o")]) == 0
+    [line] = [json.loads(x) for x in (tmp_path / "o" / "scores.jsonl").read_text().splitlines()]
+    assert line["verdict"] == "unverified"
+    assert line["correct"] is None  # never False
+    assert line["verbosity"] is None
+    assert line["tier"] is None
+    out = capsys.readouterr().out
+    assert "0 incorrect, 1 unverified" in out
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,7 @@ def test_leaderboard_command_ranks_a_served_model(openai_server: Any, tmp_path) 
     assert main(argv) == 0
     board = json.loads((out / "leaderboard.json").read_text())
     assert board["problems"] == 2
+    assert board["measures"] == "authors"  # the default with a judge model
     assert {r["metric"] for r in board["rows"]} >= {"judge_failures"}
     card = json.loads((out / "cost_card.json").read_text())
     assert card["calls"] >= 2 + 2 * 2  # the prover's greedy and sampled proofs at least

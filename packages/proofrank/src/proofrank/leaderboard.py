@@ -42,11 +42,21 @@ from proofrank.scoring import (
 )
 from proofrank.taxonomy import DEFAULT_TAXONOMY, Taxonomy
 
-__all__ = ["METRICS", "ProverRun", "evaluate", "pairwise", "proxy_correctness_correlation"]
+__all__ = [
+    "MEASURES",
+    "METRICS",
+    "ProverRun",
+    "evaluate",
+    "pairwise",
+    "pairwise_load",
+    "proxy_correctness_correlation",
+]
 
 #: Row metrics and whether higher is better.
 METRICS: dict[str, bool] = {
     "correct": True,
+    "certified": True,
+    "unverified": False,
     "verbosity": False,
     "unnecessary_share": False,
     "calc_share": False,
@@ -54,7 +64,14 @@ METRICS: dict[str, bool] = {
     "label_diversity": True,
     "embedding_diversity": True,
     "adaptivity": True,
+    # the authors' definitions (an LLM judge; see proofrank.scoring)
+    "rewrite_ratio": False,
+    "computation_load": False,
+    "complexity_load": False,
+    "idea_entropy": True,
 }
+#: The two ways of measuring quality: the authors' LLM-judged definitions, or the cheap proxies.
+MEASURES = ("authors", "proxies")
 
 
 @dataclasses.dataclass
@@ -68,17 +85,31 @@ class ProverRun:
     adaptivity: dict[str, float]
     failures: list[JudgeFailure]
     proofs: int
+    #: the greedy proof of each problem (what the pairwise comparisons read)
+    texts: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the authors' measures: metric -> problem -> value (``idea_entropy``, and
+    #: ``computation_load`` / ``complexity_load`` once :func:`pairwise_load` ran)
+    authors: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def values(self, metric: str) -> dict[str, float]:
         """``{problem id: value}`` of one metric where it is defined."""
-        if metric == "correct":
+        if metric == "correct":  # over decided proofs: unverified ones are not incorrect
             return {
                 pid: float(s.correct) for pid, s in self.scores.items() if s.correct is not None
+            }
+        if metric in ("certified", "unverified"):  # over every proof with a verdict
+            want = "correct" if metric == "certified" else "unverified"
+            return {
+                pid: float(s.verdict == want)
+                for pid, s in self.scores.items()
+                if s.verdict is not None
             }
         if metric in ("label_diversity", "embedding_diversity"):
             return dict(self.diversity.get(metric, {}))
         if metric == "adaptivity":
             return dict(self.adaptivity)
+        if metric in ("computation_load", "complexity_load", "idea_entropy"):
+            return dict(self.authors.get(metric, {}))
         if metric not in METRICS:
             raise ProofRankError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
         out = {}
@@ -89,18 +120,22 @@ class ProverRun:
         return out
 
     def rows(self, system: str | None = None, split: str | None = None) -> list[Row]:
-        """Rows of every metric with at least one value: correctness as ``k / n`` (Wilson),
-        the rest per problem (paired bootstrap between provers), and the judge-failure count."""
+        """Rows of every metric with at least one value: correctness as ``k / n`` (Wilson) over
+        the decided proofs (correct or incorrect), ``certified`` and ``unverified`` as ``k / n``
+        over every proof with a verdict (an unverified proof is not counted as incorrect: it
+        is in ``unverified``, and out of ``correct``'s ``n``), the rest per problem (paired
+        bootstrap between provers), and the judge-failure count."""
         name = system or self.name
         out = []
-        correct = self.values("correct")
-        if correct:
-            k = int(sum(correct.values()))
-            out.append(
-                Row.proportion(name, "correct", k, len(correct), split=split, unit="proportion")
-            )
+        for metric in ("correct", "certified", "unverified"):
+            vals = self.values(metric)
+            if vals:
+                k = int(sum(vals.values()))
+                out.append(
+                    Row.proportion(name, metric, k, len(vals), split=split, unit="proportion")
+                )
         for metric in METRICS:
-            if metric == "correct":
+            if metric in ("correct", "certified", "unverified"):
                 continue
             vals = self.values(metric)
             if vals:
@@ -135,13 +170,29 @@ def evaluate(
     taxonomy: Taxonomy = DEFAULT_TAXONOMY,
     adaptive: bool = True,
     name: str | None = None,
+    measures: str = "proxies",
 ) -> ProverRun:
     """Score ``prover`` on ``problems`` (see the module docstring).
 
     ``embed`` (texts -> an array of row embeddings, e.g. ``paperstack.embed.Embedder().encode``)
     adds embedding diversity; ``samples < 2`` skips diversity; ``adaptive=False`` skips the
     technique requests.
+
+    ``measures="authors"`` (needs an :class:`~proofrank.judges.LLMJudge`) measures conciseness
+    by the judge's verified rewrites (``rewrite_ratio``) and diversity by the entropy of the
+    judge's clusters of core ideas (``idea_entropy``) instead of the proxies (the judge is then
+    asked only for correctness of the greedy and sampled proofs); run :func:`pairwise_load`
+    over several provers' runs for computational ease and cognitive simplicity. The word
+    ratio to the shortest reference (``verbosity``) is kept: it costs nothing.
     """
+    if measures not in MEASURES:
+        raise ProofRankError(f"unknown measures {measures!r}; known: {', '.join(MEASURES)}")
+    authors = measures == "authors"
+    if authors and not hasattr(judge, "rewrite_ratios"):
+        raise ProofRankError(
+            f"the authors' measures need an LLM judge (judge {judge.name!r} has none of them); "
+            "use measures='proxies'"
+        )
     probs = list(problems)
     failures: list[JudgeFailure] = []
     proofs = 0
@@ -155,15 +206,24 @@ def evaluate(
     )
     texts = [str(g[0]) for g in greedy]
     requests = [JudgeRequest(p, t) for p, t in zip(probs, texts, strict=True)]
-    found = _judge(judge, requests, ("correct", "unnecessary", "calculation", "techniques"))
+    aspects = ("correct",) if authors else ("correct", "unnecessary", "calculation", "techniques")
+    found = _judge(judge, requests, aspects)
     proofs += len(requests)
     scores = {}
     for p, text, a in zip(probs, texts, found, strict=True):
         failures.extend(a.failures)
         scores[p.id] = score_proof(p, text, a, taxonomy)
+    if authors:
+        certified = [(p, t) for p, t in zip(probs, texts, strict=True) if scores[p.id].correct]
+        before = len(judge.failures)  # type: ignore[attr-defined]
+        ratios = judge.rewrite_ratios(certified)  # type: ignore[attr-defined]
+        failures.extend(judge.failures[before:])  # type: ignore[attr-defined]
+        for (p, _), ratio in zip(certified, ratios, strict=True):
+            scores[p.id] = dataclasses.replace(scores[p.id], rewrite_ratio=ratio)
 
     # 2. diversity: k samples per problem, over the correct ones
     diversity: dict[str, dict[str, float]] = {}
+    authors_values: dict[str, dict[str, float]] = {}
     if samples >= 2:
         sampled = prover.generate(
             [prover_prompt(p, taxonomy=taxonomy) for p in probs],
@@ -173,19 +233,32 @@ def evaluate(
             seed=seed,
         )
         flat = [(p, str(t)) for p, group in zip(probs, sampled, strict=True) for t in group]
-        assessed = _judge(judge, [JudgeRequest(p, t) for p, t in flat], ("correct", "techniques"))
+        sample_aspects = ("correct",) if authors else ("correct", "techniques")
+        assessed = _judge(judge, [JudgeRequest(p, t) for p, t in flat], sample_aspects)
         proofs += len(flat)
         per_problem: dict[str, list[tuple[str, Assessment]]] = {}
         for (p, t), a in zip(flat, assessed, strict=True):
             failures.extend(a.failures)
-            if a.correct and a.techniques is not None:
+            if a.correct and (authors or a.techniques is not None):
                 per_problem.setdefault(p.id, []).append((t, a))
-        labels: dict[str, float] = {}
-        for pid, good in per_problem.items():
-            d = label_diversity([a.techniques for _, a in good if a.techniques is not None])
-            if d is not None:
-                labels[pid] = d
-        diversity["label_diversity"] = labels
+        if authors:
+            many = [(pid, good) for pid, good in per_problem.items() if len(good) >= 2]
+            by_id = {p.id: p for p in probs}
+            before = len(judge.failures)  # type: ignore[attr-defined]
+            entropies = judge.idea_entropy(  # type: ignore[attr-defined]
+                [(by_id[pid], [t for t, _ in good]) for pid, good in many]
+            )
+            failures.extend(judge.failures[before:])  # type: ignore[attr-defined]
+            authors_values["idea_entropy"] = {
+                pid: e for (pid, _), e in zip(many, entropies, strict=True) if e is not None
+            }
+        else:
+            labels: dict[str, float] = {}
+            for pid, good in per_problem.items():
+                d = label_diversity([a.techniques for _, a in good if a.techniques is not None])
+                if d is not None:
+                    labels[pid] = d
+            diversity["label_diversity"] = labels
         if embed is not None:
             emb: dict[str, float] = {}
             for pid, good in per_problem.items():
@@ -225,7 +298,49 @@ def evaluate(
         adaptivity=adapt,
         failures=failures,
         proofs=proofs,
+        texts=dict(zip([p.id for p in probs], texts, strict=True)),
+        authors=authors_values,
     )
+
+
+def pairwise_load(
+    runs: Mapping[str, ProverRun], problems: ProblemSet, judge: Any, kind: str
+) -> dict[str, Any]:
+    """The authors' computational ease (``kind="computation"``) or cognitive simplicity
+    (``"complexity"``): every pair of provers whose greedy proofs of a problem are both
+    correct is compared by ``judge`` (an :class:`~proofrank.judges.LLMJudge`, both orders,
+    ties allowed); each prover's per-problem ``<kind>_load`` (stored in its run's
+    ``authors``) is :func:`~proofrank.scoring.preference`, its mean vote against the others
+    (lower is easier / simpler). Returns the comparisons ``{"a", "b", "problem_id", "vote"}``
+    (vote from ``a``'s side)."""
+    from proofrank.scoring import preference
+
+    names = list(runs)
+    items, keys = [], []
+    for p in problems:
+        ok = [n for n in names if (s := runs[n].scores.get(p.id)) is not None and s.correct]
+        for i, a in enumerate(ok):
+            for b in ok[i + 1 :]:
+                items.append((p, runs[a].texts[p.id], runs[b].texts[p.id]))
+                keys.append((a, b, p.id))
+    before = len(judge.failures)
+    votes = judge.compare(kind, items) if items else []
+    new_failures = judge.failures[before:]
+    per: dict[str, dict[str, list[float]]] = {n: {} for n in names}
+    records = []
+    for (a, b, pid), v in zip(keys, votes, strict=True):
+        records.append({"a": a, "b": b, "problem_id": pid, "vote": v})
+        if v is None:
+            continue
+        per[a].setdefault(pid, []).append(v)
+        per[b].setdefault(pid, []).append(-v)
+    for n in names:
+        values = {pid: preference(vs) for pid, vs in per[n].items()}
+        runs[n].authors[f"{kind}_load"] = {k: v for k, v in values.items() if v is not None}
+        runs[n].failures.extend(f for f in new_failures if any(
+            r["problem_id"] == f.problem_id and n in (r["a"], r["b"]) for r in records
+        ))  # fmt: skip
+    return {"kind": kind, "comparisons": records}
 
 
 def pairwise(runs: Mapping[str, ProverRun], metric: str) -> list[dict[str, Any]]:

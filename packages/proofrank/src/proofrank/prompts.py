@@ -17,15 +17,23 @@ from proofrank.taxonomy import Taxonomy
 
 __all__ = [
     "ASPECT_PROMPTS",
+    "PAIRWISE_CRITERIA",
     "JudgeParseError",
+    "cluster_prompt",
+    "core_idea_prompt",
     "judge_prompt",
     "last_boxed",
+    "pairwise_prompt",
+    "parse_clusters",
+    "parse_pairwise",
     "parse_prover_prompt",
     "parse_step_set",
     "parse_techniques",
     "parse_verdict",
     "parse_yes_no",
     "prover_prompt",
+    "rewrite_check_prompt",
+    "rewrite_prompt",
 ]
 
 PROVER_SYSTEM = (
@@ -200,3 +208,156 @@ def parse_techniques(answer: str, taxonomy: Taxonomy) -> frozenset[str]:
             raise JudgeParseError(f"{label!r} is not a technique of the taxonomy")
         labels.add(label)
     return frozenset(labels)
+
+
+# --------------------------------------------------------------------------- the authors' measures
+#
+# The ProofRank authors' definitions (their public code, youssef-chaabouni/proofrank, processors
+# ``pairwise_computation_tie``, ``pairwise_complexity_tie``, ``verbosity_rephrase``,
+# ``verbosity_verifier``, ``core_ideas``, ``summary_diversity_clustering``), written here in our
+# own shorter words: the criteria, the tie rules and the answer formats follow theirs.
+
+#: What each pairwise comparison asks: which proof costs the reader more of it.
+PAIRWISE_CRITERIA: dict[str, str] = {
+    "computation": (
+        "notation and computation load: the time a careful, competent reader needs to parse "
+        "and follow what is written, line by line (dense symbols, many variables or indices, "
+        "symbols used before they are defined, long explicit algebra, sign and index "
+        "bookkeeping; many easy steps can cost more time than a few dense ones). Conceptual "
+        "depth, cleverness and advanced theorems do NOT count, and neither does redundant prose"
+    ),
+    "complexity": (
+        "ideological complexity: how conceptually demanding the method is (a non-obvious key "
+        "idea, a specialised or advanced tool, several distinct ideas that must be combined). "
+        "Notation density, length, step count and routine computation do NOT count: a short "
+        "proof using a deep theorem is complex, a long routine expansion is not"
+    ),
+}
+
+_PAIRWISE = (
+    "You are an impartial judge comparing two proofs of the same problem. Decide which one "
+    "imposes MORE {criterion}.\n"
+    "Do not solve the problem, do not check or repair the proofs: correctness does not matter "
+    "here.\n"
+    "Answer 0 (tie) when neither clearly dominates: near-equal load, essentially the same "
+    "method, orthogonal trade-offs you cannot rank, or proofs too thin to compare.\n"
+    "Describe the main driver in each proof in one sentence each, quoting it, then give your "
+    "verdict as \\boxed{{1}}, \\boxed{{2}} or \\boxed{{0}}.\n\n"
+    "Problem:\n{statement}\n\nProof 1:\n{proof_1}\n\nProof 2:\n{proof_2}\n"
+)
+
+_REWRITE = (
+    "Rewrite the following proof of a mathematical problem so that it is less verbose, "
+    "without leaving out anything important: keep every critical step, explanation and "
+    "computation, add nothing new, and keep it exactly as correct and complete as the "
+    "original. Reply with the rewritten proof only.\n\n"
+    "Problem:\n{statement}\n\nProof:\n{proof}\n"
+)
+
+_REWRITE_CHECK = (
+    "A proof of a mathematical problem was rewritten to be less verbose. Check that the "
+    "rewrite keeps every critical step, explanation and computation, adds nothing new, does "
+    "not change the meaning, and is exactly as correct and complete as the original. End with "
+    "\\boxed{{yes}} if it does all of this, \\boxed{{no}} otherwise.\n\n"
+    "Problem:\n{statement}\n\nOriginal proof:\n{proof}\n\nRewritten proof:\n{rewrite}\n"
+)
+
+_CORE_IDEA = (
+    "Identify the central idea that makes the following proof work: its main structural move "
+    "(the backbone: a construction, a reduction, an encoding, an invariant, an extremal "
+    "choice) and the theorem or move that closes it. Describe only what the proof does; do "
+    "not solve the problem or fill gaps. Reply with one or two sentences, specific to this "
+    "method (not just 'algebra' or 'symmetry').\n\n"
+    "Problem:\n{statement}\n\nProof:\n{proof}\n"
+)
+
+_CLUSTER = (
+    "Below are summaries of the core ideas of {n} proofs of one problem. Group them by method: "
+    "two proofs belong together when they share the same backbone and close for the same "
+    "essential reason, whatever their wording, notation, order or level of detail; split them "
+    "only when you can say 'one hinges on X, the other on Y'. When unsure, merge. A proof "
+    "too vague to have a method goes into a cluster of its own named 'unclear'.\n"
+    "End with the clusters as JSON in a box, every proof in exactly one cluster, e.g. "
+    '\\boxed{{[{{"name": "AM-GM on the pair", "members": [1, 3]}}, {{"name": "induction", '
+    '"members": [2]}}]}}.\n\n'
+    "Problem:\n{statement}\n\n{summaries}\n"
+)
+
+
+def pairwise_prompt(
+    kind: str, problem: Problem, proof_1: str, proof_2: str
+) -> list[dict[str, str]]:
+    """Which of two proofs imposes more ``kind`` (``computation`` or ``complexity``) load."""
+    if kind not in PAIRWISE_CRITERIA:
+        raise ValueError(f"unknown comparison {kind!r}; known: {', '.join(PAIRWISE_CRITERIA)}")
+    text = _PAIRWISE.format(
+        criterion=PAIRWISE_CRITERIA[kind],
+        statement=problem.statement,
+        proof_1=proof_1,
+        proof_2=proof_2,
+    )
+    return [{"role": "user", "content": text}]
+
+
+def rewrite_prompt(problem: Problem, proof: str) -> list[dict[str, str]]:
+    """Ask for a less verbose, equivalent rewrite of ``proof`` (the authors' conciseness)."""
+    return [{"role": "user", "content": _REWRITE.format(statement=problem.statement, proof=proof)}]
+
+
+def rewrite_check_prompt(problem: Problem, proof: str, rewrite: str) -> list[dict[str, str]]:
+    """Ask whether ``rewrite`` kept everything of ``proof`` (the authors' verifier)."""
+    text = _REWRITE_CHECK.format(statement=problem.statement, proof=proof, rewrite=rewrite)
+    return [{"role": "user", "content": text}]
+
+
+def core_idea_prompt(problem: Problem, proof: str) -> list[dict[str, str]]:
+    """Ask for the core idea of one proof (the input of the clustering)."""
+    return [
+        {"role": "user", "content": _CORE_IDEA.format(statement=problem.statement, proof=proof)}
+    ]
+
+
+def cluster_prompt(problem: Problem, summaries: Sequence[str]) -> list[dict[str, str]]:
+    """Ask to cluster the core-idea summaries of ``len(summaries)`` proofs of one problem."""
+    listed = "\n".join(f"Proof {i + 1}: {s.strip()}" for i, s in enumerate(summaries))
+    text = _CLUSTER.format(n=len(summaries), statement=problem.statement, summaries=listed)
+    return [{"role": "user", "content": text}]
+
+
+def parse_pairwise(answer: str) -> int:
+    """``\\boxed{1}`` -> 1, ``\\boxed{2}`` -> 2, ``\\boxed{0}`` (a tie) -> 0."""
+    word = _word(last_boxed(answer))
+    if word in ("0", "1", "2"):
+        return int(word)
+    if word in ("tie", "tie/indeterminate", "indeterminate"):
+        return 0
+    raise JudgeParseError(f"pairwise verdict {word!r} is not 0, 1 or 2")
+
+
+def parse_clusters(answer: str, n: int) -> list[int]:
+    """The cluster index of each of ``n`` proofs (0-based, in order of first appearance);
+    a proof in no cluster or in two is a parse error (the entropy needs a partition)."""
+    import json
+
+    try:
+        clusters = json.loads(last_boxed(answer))
+    except json.JSONDecodeError as exc:
+        raise JudgeParseError(f"the clusters box is not JSON ({exc.msg})") from None
+    if not isinstance(clusters, list):
+        raise JudgeParseError("the clusters box is not a JSON list")
+    where: dict[int, int] = {}
+    for c, cluster in enumerate(clusters):
+        members = cluster.get("members") if isinstance(cluster, dict) else None
+        if not isinstance(members, list):
+            raise JudgeParseError(f"cluster {c + 1} has no list of members")
+        for m in members:
+            if not isinstance(m, int) or not 1 <= m <= n:
+                raise JudgeParseError(f"cluster member {m!r} is not a proof number 1-{n}")
+            if m in where:
+                raise JudgeParseError(f"proof {m} is in two clusters")
+            where[m] = c
+    missing = [m for m in range(1, n + 1) if m not in where]
+    if missing:
+        raise JudgeParseError(f"proofs {missing} are in no cluster")
+    order: dict[int, int] = {}
+    return [order.setdefault(where[m], len(order)) for m in range(1, n + 1)]
