@@ -89,3 +89,65 @@ def test_without_entropy_the_policy_asks_for_no_embedder(pools):
 def test_bad_train_config_is_an_error():
     with pytest.raises(OrchestraError):
         TrainConfig(iterations=0)
+
+
+def test_saved_policy_loads_and_plans_the_same(tmp_path):
+    import torch
+    from orchestra_rl.orchestrator import LearnedOrchestrator, load_orchestrator
+
+    torch.manual_seed(3)
+    policy = LearnedOrchestrator(("facts-mc", "addition"), spend_floor=0.95)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    policy.eval()
+    policy.save(tmp_path / "p")
+    loaded = load_orchestrator(tmp_path / "p")
+    assert loaded.kinds == policy.kinds
+    assert loaded.spend_floor == 0.95
+    for a, b in zip(policy.state_dict().values(), loaded.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert loaded.thresholds() == policy.thresholds()
+
+
+def test_loading_a_missing_or_foreign_policy_is_one_error(tmp_path):
+    from orchestra_rl.errors import OrchestraError
+    from orchestra_rl.orchestrator import load_orchestrator
+
+    with pytest.raises(OrchestraError, match=r"no policy\.json"):
+        load_orchestrator(tmp_path)
+    (tmp_path / "policy.json").write_text('{"format": "something-else"}')
+    with pytest.raises(OrchestraError, match="not an orchestra-rl policy"):
+        load_orchestrator(tmp_path)
+    (tmp_path / "policy.json").write_text(
+        '{"format": "orchestra-rl-policy/1", "kinds": ["addition"], "use_entropy": true}'
+    )
+    with pytest.raises(OrchestraError, match=r"policy\.safetensors is missing"):
+        load_orchestrator(tmp_path)
+
+
+def test_spend_floor_holds_the_learned_policy_to_95_percent_of_the_budget():
+    """Untrained (and so often settling), the policy spends at least ceil(0.95 B) calls on
+    every instance with the floor, and less without it."""
+    from orchestra_rl.agents import scripted_swarm
+    from orchestra_rl.entropy import CachedEmbedder
+    from orchestra_rl.orchestrator import LearnedOrchestrator
+    from orchestra_rl.swarm import Swarm, SwarmConfig
+    from orchestra_rl.tasks import KINDS, builtin_evaluator, instance_pool
+
+    from paperstack.embed import Embedder
+
+    inst = instance_pool("facts-mc", 12, "test", 0) + instance_pool("addition", 12, "test", 0)
+    swarm = Swarm(
+        scripted_swarm(inst, 4, 0),
+        builtin_evaluator(KINDS),
+        SwarmConfig(budget=12, max_rounds=4),
+        embedder=CachedEmbedder(Embedder()),
+    )
+    free = LearnedOrchestrator(KINDS).eval()
+    held = LearnedOrchestrator(KINDS, spend_floor=0.95).eval()
+    held.load_state_dict(free.state_dict())
+    spend_free = [e.calls for e in swarm.run(inst, free, seed=0)]
+    spend_held = [e.calls for e in swarm.run(inst, held, seed=0)]
+    assert min(spend_held) >= 12  # ceil(0.95 * 12) = 12
+    assert sum(spend_free) < sum(spend_held)

@@ -10,6 +10,7 @@ swarm`` equals the sums of the per-instance traces.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,21 +58,28 @@ def test_swarm_command_writes_a_cost_card_equal_to_the_traces(openai_server: Any
     argv = ["swarm", "--base-url", openai_server.base_url, "--model", openai_server.model,
             "--agents", "2", "--budget", "4", "--rounds", "3", "--policy", "complete",
             "--task", "facts-mc", "--instances", "2", "--max-new-tokens", "8",
-            "--out", str(out)]  # fmt: skip
+            "--temperature", "0", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     summary = json.loads((out / "summary.json").read_text())
     card = json.loads((out / "cost_card.json").read_text())
     assert len(episodes) == 2
     assert all(e["calls"] <= 4 for e in episodes)
-    assert summary["calls"] == sum(e["calls"] for e in episodes) == card["calls"]
+    # The card counts every request: the episodes' and the pre-flight check's (one request
+    # at temperature 0, so no sampling check).
+    pre = summary["server"]
+    assert pre["preflight_calls"] == 1
+    assert summary["calls"] == sum(e["calls"] for e in episodes) == card["calls"] - 1
     assert summary["estimated_calls"] == 0
     assert (
-        card["prompt_tokens"]
+        card["prompt_tokens"] - pre["preflight_prompt_tokens"]
         == summary["prompt_tokens"]
         == sum(c["prompt_tokens"] for e in episodes for c in e["calls_trace"])
     )
-    assert card["completion_tokens"] == summary["completion_tokens"]
+    assert (
+        card["completion_tokens"] - pre["preflight_completion_tokens"]
+        == summary["completion_tokens"]
+    )
     assert card["by_model"][openai_server.model]["calls"] == card["calls"]
 
 
@@ -86,10 +94,110 @@ def test_swarm_command_refuses_a_budget_below_n_and_a_dead_server(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "budget 3 is below the number of agents 4" in err[0]
-    # A server that never answers: every call is a recorded failure, the run still finishes.
-    assert main([*base, "--agents", "2", "--budget", "2"]) == 0
-    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert summary["errors"] == summary["calls"] == 2
+    # A server nobody answers at: one line and a non-zero exit (was: exit 0, "accuracy 0.000").
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--agents", "2", "--budget", "2"])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "cannot reach" in err[0]
+    assert "127.0.0.1:9" in err[0]
+    assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def _refusal(argv: list[str], capsys: Any) -> str:
+    from orchestra_rl.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("orchestra: error:")
+    return err[0]
+
+
+def _swarm_argv(server: Any, out: Path, *extra: str) -> list[str]:
+    return ["swarm", "--base-url", server.base_url, "--model", server.model, "--agents", "2",
+            "--instances", "2", "--max-new-tokens", "8", "--timeout", "60", "--out", str(out),
+            *extra]  # fmt: skip
+
+
+def test_served_failures_are_one_line(openai_server: Any, tmp_path: Path, capsys: Any) -> None:
+    """A model the server does not serve, a server that ignores temperature (the core's
+    transformers serve fixture has no do_sample in its generation config), a prompt over the
+    model's context: one line each, a non-zero exit, no summary written."""
+    out = tmp_path / "o"
+    wrong = _swarm_argv(openai_server, out, "--temperature", "0")
+    wrong[wrong.index("--model") + 1] = "no-such-model"
+    line = _refusal(wrong, capsys)
+    assert "no-such-model" in line
+    line = _refusal(_swarm_argv(openai_server, out, "--temperature", "1.0"), capsys)
+    assert "were identical" in line
+    assert "ignores temperature" in line
+    # The micro model has 512 positions (its config.json, read from the served folder).
+    line = _refusal(_swarm_argv(openai_server, out, "--temperature", "0",
+                                "--max-new-tokens", "500"), capsys)  # fmt: skip
+    assert "over the model's context of 512 tokens" in line
+    line = _refusal(_swarm_argv(openai_server, out, "--temperature", "0",
+                                "--context-length", "40"), capsys)  # fmt: skip
+    assert "context of 40 tokens" in line
+    assert not (out / "summary.json").exists()
+
+
+@pytest.fixture(scope="module")
+def sampling_server(
+    serve_model: Any, served_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Any:
+    """transformers serve of the core's micro model with ``do_sample`` in its generation
+    config (a copy of the fixture's folder, that one file changed)."""
+    import shutil
+
+    path = tmp_path_factory.mktemp("sampling-model")
+    for item in served_model_dir.iterdir():
+        shutil.copy(item, path / item.name)
+    config = path / "generation_config.json"
+    data = json.loads(config.read_text()) if config.exists() else {}
+    config.write_text(json.dumps({**data, "do_sample": True}))
+    return serve_model(path)
+
+
+@pytest.mark.slow  # a second transformers serve: about a minute to start on a busy CPU
+def test_a_server_that_samples_passes_the_check(sampling_server: Any, tmp_path: Path) -> None:
+    from orchestra_rl.cli import main
+
+    out = tmp_path / "o"
+    assert main(_swarm_argv(sampling_server, out, "--temperature", "1.0")) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert "distinct answers" in summary["server"]["sampling"]
+    assert summary["server"]["preflight_calls"] == 1 + 4  # the request, then 4 samples
+
+
+def test_a_learned_policy_is_trained_saved_and_run_on_served_seats(
+    openai_server: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """``orchestra train`` (scripted agents, seconds) saves a policy; ``swarm --policy
+    learned:DIR`` runs it on served seats (temperature 0: no samples needed), held to 95% of
+    the budget."""
+    from orchestra_rl.cli import main
+
+    policy = tmp_path / "policy"
+    assert main(["train", "--out", str(policy), "--agents", "2", "--task", "addition-plain",
+                 "--instances", "8", "--iterations", "2", "--batch", "4"]) == 0  # fmt: skip
+    assert (policy / "policy.safetensors").is_file()
+    assert json.loads((policy / "policy.json").read_text())["spend_floor"] == 0.95
+    out = tmp_path / "o"
+    argv = _swarm_argv(openai_server, out, "--temperature", "0", "--policy",
+                       f"learned:{policy}", "--budget", "6", "--rounds", "4")  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policy"] == "orchestra_rl"
+    episodes = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert all(e["calls"] >= 0.95 * 6 for e in episodes)
+    # A policy trained on another task kind is refused before any call.
+    line = _refusal([*argv, "--task", "facts-mc"], capsys)
+    assert "addition-plain" in line
 
 
 def test_swarm_prepares_out_before_any_call(tmp_path, capsys) -> None:
@@ -107,3 +215,28 @@ def test_swarm_prepares_out_before_any_call(tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "dangling symbolic link" in err[0]
+
+
+@pytest.mark.slow  # a sampling transformers serve and a few dozen served calls
+def test_demo_real_runs_on_a_tiny_budget(sampling_server: Any, tmp_path: Path, monkeypatch) -> None:
+    """``demo --real --quick`` end to end on the micro model (instead of SmolLM2, whose server
+    takes minutes to start): the premise and method rows at every N, the claims, the server."""
+    from contextlib import contextmanager
+
+    from orchestra_rl import real
+    from orchestra_rl.cli import main
+
+    @contextmanager
+    def served(workdir: Path):
+        yield sampling_server.base_url, sampling_server.model, "transformers serve"
+
+    monkeypatch.setattr(real, "served_smollm2", served)
+    out = tmp_path / "real"
+    assert main(["demo", "--real", "--quick", "--seeds", "0,1", "--no-progress",
+                 "--out", str(out)]) == 0  # fmt: skip
+    results = json.loads((out / "results.json").read_text())
+    splits = {r["split"] for r in results["rows"]}
+    assert {"real N=2", "real N=4"} <= splits
+    ids = {c["id"] for c in results["claims"]}
+    assert "real_premise_broadcast_below_single_shot" in ids
+    assert results["manifest"]["config"]["real"] is True

@@ -1,3 +1,3 @@
 """orchestra-rl."""
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"

@@ -5,8 +5,12 @@
   broadcast, each fixed topology, the learned orchestrator); writes ``DIR/results.json``,
   ``DIR/report.md``, a figure and the per-instance traces. ``--quick`` is the short version.
 - ``orchestra swarm --base-url URL --model M --out DIR``: a swarm of N seats of one served model
-  (vLLM, ``transformers serve``) under one baseline policy at a hard call budget; traces, a
-  summary and the cost card.
+  (vLLM, ``transformers serve``) under one policy (a baseline, or ``learned:DIR``) at a hard
+  call budget; traces, a summary and the cost card. The server is asked once first
+  (:mod:`orchestra_rl.served`): a dead server, a model it does not serve, a prompt over the
+  context or a server that ignores temperature is one line and a non-zero exit.
+- ``orchestra train --out DIR``: trains the learned orchestrator (on scripted agents, or on
+  served ones with ``--base-url``) and saves it (``policy.safetensors``, ``policy.json``).
 - ``orchestra bench --out DIR``: the orchestrator's overhead per round (embedding + policy)
   as a fraction of a model call's time, in ``DIR/bench.json``.
 
@@ -17,6 +21,7 @@ stay inside the commands so that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections import Counter
@@ -69,6 +74,9 @@ TINY_QUICK: dict[str, Any] = {
 TINY_SYSTEMS = ("orchestra_rl", "single_shot", "self_consistency", "random_broadcast",
                 "fixed_complete")  # fmt: skip
 FIXED = ("complete", "star", "ring", "clusters", "pipeline")
+#: Task kinds of the served commands (orchestra_rl.tasks.ALL_KINDS), and the scripted default.
+ALL_TASKS = ("addition-plain", "facts-mc", "addition")
+KIND_DEFAULT = ("facts-mc", "addition")
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,6 +88,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--iterations", type=positive_int, default=None, help="REINFORCE updates per training run"
+    )
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm: SmolLM2-135M-Instruct served by vllm serve "
+        "(transformers serve as the fallback) in every seat (orchestra_rl.real)",
     )
 
 
@@ -109,6 +123,10 @@ def demo(run: Run) -> Report:
     from paperstack.records import Claim, Row
     from paperstack.report import bar_chart
 
+    if run.args.real:
+        from orchestra_rl.real import run_real
+
+        return run_real(run)
     torch.set_num_threads(1)
     sizes = tuple(run.args.sizes or SIZES)
     if any(n < 2 for n in sizes):
@@ -427,46 +445,70 @@ def _intro(
 
 
 POLICIES = ("single_shot", "self_consistency", "random_broadcast", *FIXED)
+#: The spend floor of ``orchestra train`` and ``demo --real``: the learned policy spends at
+#: least 95% of the budget, so it is compared with baselines that spend all of it.
+SPEND_FLOOR = 0.95
+
+
+def policy_spec(text: str) -> str:
+    """argparse type of ``--policy``: a baseline's name or ``learned:DIR``."""
+    if text in POLICIES or (text.startswith("learned:") and len(text) > len("learned:")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: use one of {', '.join(POLICIES)}, or learned:DIR (a folder `orchestra "
+        "train --out DIR` wrote)"
+    )
+
+
+def _served_arguments(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """The flags of a swarm of served seats, shared by ``swarm`` and ``train``."""
+    p.add_argument("--base-url", required=required, help="OpenAI-compatible server, e.g. "
+                   "http://127.0.0.1:8000/v1 (vLLM, transformers serve)")  # fmt: skip
+    p.add_argument("--model", required=required, help="the served model every seat calls")
+    p.add_argument("--temperature", type=non_negative_float, default=0.7,
+                   help="sampling temperature of every seat (default 0.7; > 0 is checked: a "
+                   "server that ignores it is refused)")  # fmt: skip
+    p.add_argument("--max-new-tokens", type=positive_int, default=64)
+    p.add_argument(
+        "--context-length",
+        type=positive_int,
+        default=None,
+        help="the served model's context in tokens (default: what the server "
+        "reports, else the local model folder's config.json; every call is checked)",
+    )
+    p.add_argument("--concurrency", type=positive_int, default=8,
+                   help="requests in flight at once, for the whole swarm (default 8)")  # fmt: skip
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
 
 
 def _swarm_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--base-url", required=True, help="OpenAI-compatible server, e.g. "
-                   "http://127.0.0.1:8000/v1 (vLLM, transformers serve)")  # fmt: skip
-    p.add_argument("--model", required=True, help="the served model every seat calls")
+    _served_arguments(p, required=True)
     p.add_argument("--agents", type=positive_int, default=4, help="swarm size N (default 4)")
     p.add_argument("--budget", type=positive_int, default=None,
                    help="calls per instance, hard (default 3 N)")  # fmt: skip
     p.add_argument("--rounds", type=positive_int, default=MAX_ROUNDS,
                    help=f"rounds including round 0 (default {MAX_ROUNDS})")  # fmt: skip
-    p.add_argument("--policy", choices=POLICIES, default="random_broadcast",
-                   help="communication policy (default random_broadcast)")  # fmt: skip
-    p.add_argument("--task", choices=("facts-mc", "addition"), default="addition")
+    p.add_argument("--policy", type=policy_spec, default="random_broadcast",
+                   help="communication policy: " + ", ".join(POLICIES) + ", or learned:DIR "
+                   "(a policy saved by orchestra train; default random_broadcast)")  # fmt: skip
+    p.add_argument("--task", choices=ALL_TASKS, default="addition-plain",
+                   help="addition-plain (What is 9 + 63?), facts-mc, or addition (the toy "
+                   "world's reversed digits); default addition-plain")  # fmt: skip
     p.add_argument("--instances", type=positive_int, default=8, help="test instances (default 8)")
-    p.add_argument("--temperature", type=non_negative_float, default=0.7)
-    p.add_argument("--max-new-tokens", type=positive_int, default=64)
-    p.add_argument("--concurrency", type=positive_int, default=8,
-                   help="requests in flight at once, for the whole swarm (default 8)")  # fmt: skip
-    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True,
                    help="folder for episodes.jsonl, summary.json and cost_card.json")  # fmt: skip
 
 
-@cli.command("swarm", "run a swarm of served agents under one policy", _swarm_arguments)
-def swarm(args: argparse.Namespace) -> int:
-    """N seats of one served model solve ``--instances`` test instances under ``--policy`` at
-    a hard budget of calls per instance. Writes ``OUT/episodes.jsonl`` (one trace per instance,
-    appended as each batch ends), ``OUT/summary.json`` (accuracy, calls, failures, the trace's
-    token counts) and ``OUT/cost_card.json`` (the client's ledger of the server's counts)."""
+def _served_swarm(args: argparse.Namespace, config: Any, *, embed: bool) -> tuple[Any, Any, Any]:
+    """The client, the swarm of ``args.agents`` seats of the served model, and the preflight:
+    the server is asked once here, so a broken setup is one line before any episode."""
     from orchestra_rl.agents import AgentSpec
-    from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
-    from orchestra_rl.swarm import Episode, Policy, Swarm, SwarmConfig
-    from orchestra_rl.tasks import builtin_evaluator, instance_pool
+    from orchestra_rl.served import preflight
+    from orchestra_rl.swarm import Swarm
+    from orchestra_rl.tasks import builtin_evaluator
     from paperstack.llm import OpenAIChat
-    from paperstack.records import atomic_write_json, prepare_out_dir
 
-    budget = args.budget if args.budget is not None else CALLS_PER_AGENT * args.agents
-    config = SwarmConfig(budget=budget, max_rounds=args.rounds, concurrency=args.concurrency)
     client = OpenAIChat(args.base_url, args.model, timeout=args.timeout,
                         concurrency=args.concurrency)  # fmt: skip
     seats = [
@@ -478,20 +520,45 @@ def swarm(args: argparse.Namespace) -> int:
         )
         for i in range(args.agents)
     ]
-    runner = Swarm(seats, builtin_evaluator((args.task,)), config)  # budget < N: one line
-    policy: Policy
-    if args.policy == "single_shot":
-        policy = SingleShot()
-    elif args.policy == "self_consistency":
-        policy = SelfConsistency()
-    elif args.policy == "random_broadcast":
-        policy = RandomBroadcast()
-    else:
-        policy = FixedTopology(args.policy)
-    instances = instance_pool(args.task, args.instances, "test", args.seed)
+    Swarm(seats, builtin_evaluator((args.task,)), config)  # a budget below N: one line, no call
+    checked = preflight(
+        client, temperature=args.temperature, context_length=args.context_length,
+        feature=f"{args.agents} seats of one model",
+    )  # fmt: skip
+    config = dataclasses.replace(config, context_length=checked.context_length)
+    embedder = None
+    if embed:
+        from orchestra_rl.entropy import CachedEmbedder
+        from paperstack.embed import Embedder
+
+        embedder = CachedEmbedder(Embedder())
+    swarm = Swarm(seats, builtin_evaluator((args.task,)), config, embedder=embedder)
+    return client, swarm, checked
+
+
+@cli.command("swarm", "run a swarm of served agents under one policy", _swarm_arguments)
+def swarm(args: argparse.Namespace) -> int:
+    """N seats of one served model solve ``--instances`` test instances under ``--policy`` at
+    a hard budget of calls per instance. Writes ``OUT/episodes.jsonl`` (one trace per instance,
+    appended as each batch ends), ``OUT/summary.json`` (accuracy, calls, failures, the trace's
+    token counts) and ``OUT/cost_card.json`` (the client's ledger of the server's counts)."""
+    from orchestra_rl.swarm import Episode, SwarmConfig
+    from orchestra_rl.tasks import instance_pool
+    from paperstack.records import atomic_write_json, prepare_out_dir
+
+    budget = args.budget if args.budget is not None else CALLS_PER_AGENT * args.agents
+    config = SwarmConfig(budget=budget, max_rounds=args.rounds, concurrency=args.concurrency)
+    policy = make_policy(args.policy)  # a bad learned:DIR is one line before any call
+    if getattr(policy, "kinds", None) is not None and args.task not in policy.kinds:
+        raise PaperstackError(
+            f"--policy {args.policy}: trained on {', '.join(policy.kinds)}, not --task "
+            f"{args.task}; train one with orchestra train --task {args.task}"
+        )
     # the core's preparation, after the flags are checked and before any call to the server:
     # a file, a dangling link, a read-only place or a full disk is one line here
     prepare_out_dir(args.out)
+    client, runner, checked = _served_swarm(args, config, embed=policy.needs_entropy)
+    instances = instance_pool(args.task, args.instances, "test", args.seed)
     trace = args.out / "episodes.jsonl"
     trace.write_text("")
 
@@ -516,6 +583,7 @@ def swarm(args: argparse.Namespace) -> int:
         "prompt_tokens": sum(ep.prompt_tokens for ep in episodes),
         "completion_tokens": sum(ep.completion_tokens for ep in episodes),
         "estimated_calls": sum(c.estimated for ep in episodes for c in ep.trace),
+        "server": checked.to_json(),
     }
     atomic_write_json(args.out / "summary.json", summary)
     client.ledger.write(args.out)
@@ -525,6 +593,113 @@ def swarm(args: argparse.Namespace) -> int:
         f"({summary['errors']} errors, {summary['timeouts']} timeouts)"
     )
     print(f"wrote {trace}, {args.out / 'summary.json'} and {args.out / 'cost_card.json'}")
+    return 0
+
+
+def make_policy(spec: str) -> Any:
+    """The policy ``--policy`` names: a baseline, or the learned one saved in ``learned:DIR``."""
+    from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
+    from orchestra_rl.orchestrator import load_orchestrator
+
+    if spec.startswith("learned:"):
+        return load_orchestrator(spec[len("learned:") :])
+    if spec == "single_shot":
+        return SingleShot()
+    if spec == "self_consistency":
+        return SelfConsistency()
+    if spec == "random_broadcast":
+        return RandomBroadcast()
+    return FixedTopology(spec)
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    _served_arguments(p, required=False)
+    p.add_argument("--agents", type=positive_int, default=4, help="swarm size N (default 4)")
+    p.add_argument("--task", choices=ALL_TASKS, action="append", default=None,
+                   help="task kind to train on (repeatable; default facts-mc and addition for "
+                   "scripted agents, addition-plain for served ones)")  # fmt: skip
+    p.add_argument("--instances", type=positive_int, default=64,
+                   help="training instances per task kind (default 64)")  # fmt: skip
+    p.add_argument("--iterations", type=positive_int, default=20,
+                   help="REINFORCE updates (default 20)")  # fmt: skip
+    p.add_argument("--batch", type=positive_int, default=16,
+                   help="instances per update (default 16)")  # fmt: skip
+    p.add_argument("--spend-floor", type=non_negative_float, default=SPEND_FLOOR,
+                   help=f"share of the budget the policy must spend (default {SPEND_FLOOR}; "
+                   "0 lets it settle early)")  # fmt: skip
+    p.add_argument("--no-entropy", action="store_true", help="feed H = 0 (the ablation)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for policy.safetensors, policy.json and train.json")  # fmt: skip
+
+
+@cli.command("train", "train the learned orchestrator and save it", _train_arguments)
+def train(args: argparse.Namespace) -> int:
+    """REINFORCE on a swarm of ``--agents`` seats: scripted agents of the toy world, or the
+    served model with ``--base-url`` (each update then costs ``--batch`` episodes of calls).
+    Saves ``OUT/policy.safetensors`` and ``OUT/policy.json`` (for ``orchestra swarm --policy
+    learned:OUT``) and ``OUT/train.json`` (the reward of every update, the spend)."""
+    import numpy as np
+    import torch
+
+    from orchestra_rl.agents import scripted_swarm
+    from orchestra_rl.entropy import CachedEmbedder
+    from orchestra_rl.orchestrator import TrainConfig, train_orchestrator
+    from orchestra_rl.swarm import Swarm, SwarmConfig
+    from orchestra_rl.tasks import builtin_evaluator, instance_pool
+    from paperstack.embed import Embedder
+    from paperstack.records import atomic_write_json, prepare_out_dir
+
+    if args.spend_floor > 1:
+        raise PaperstackError(f"--spend-floor {args.spend_floor:g}: a share of the budget, 0 to 1")
+    if args.agents < 2:
+        raise PaperstackError(f"--agents {args.agents}: a swarm needs at least 2 agents")
+    if (args.base_url is None) != (args.model is None):
+        raise PaperstackError("--base-url and --model go together (a served swarm), or neither")
+    served = args.base_url is not None
+    kinds = tuple(dict.fromkeys(args.task or (("addition-plain",) if served else KIND_DEFAULT)))
+    train_cfg = TrainConfig(iterations=args.iterations, batch=args.batch)
+    config = SwarmConfig(budget=CALLS_PER_AGENT * args.agents, max_rounds=MAX_ROUNDS,
+                         concurrency=args.concurrency)  # fmt: skip
+    if served and len(kinds) > 1:
+        raise PaperstackError("--base-url: train on one --task at a time")
+    prepare_out_dir(args.out)
+    torch.set_num_threads(1)
+    instances = [i for k in kinds for i in instance_pool(k, args.instances, "train", args.seed)]
+    if served:
+        args.task = kinds[0]
+        _client, swarm, checked = _served_swarm(args, config, embed=not args.no_entropy)
+        agents_note: dict[str, Any] = {"model": args.model, "server": checked.to_json()}
+    else:
+        swarm = Swarm(scripted_swarm(instances, args.agents, args.seed),
+                      builtin_evaluator(kinds), config,
+                      embedder=CachedEmbedder(Embedder()))  # fmt: skip
+        agents_note = {"agents": "scripted (orchestra_rl.agents.scripted_swarm)"}
+    started = time.perf_counter()
+    policy, rewards = train_orchestrator(
+        swarm, instances, train_cfg, args.seed, kinds=kinds, use_entropy=not args.no_entropy,
+        spend_floor=args.spend_floor,
+    )  # fmt: skip
+    spend = [e.calls for e in swarm.run(instances[: args.batch], policy, seed=args.seed)]
+    policy.save(args.out)
+    record = {
+        **agents_note,
+        "kinds": list(kinds),
+        "n_agents": args.agents,
+        "budget": config.budget,
+        "spend_floor": args.spend_floor,
+        "rewards": [round(r, 4) for r in rewards],
+        "calls_per_instance_after_training": float(np.mean(spend)),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    atomic_write_json(args.out / "train.json", record)
+    print(
+        f"trained {policy.name} on {len(instances)} instances ({', '.join(kinds)}), N="
+        f"{args.agents}: reward {rewards[0]:.3f} -> {rewards[-1]:.3f}, "
+        f"{record['calls_per_instance_after_training']:.1f} of {config.budget} calls"
+    )
+    print(f"wrote {args.out / 'policy.safetensors'}, policy.json and train.json; run it with "
+          f"orchestra swarm --policy learned:{args.out}")  # fmt: skip
     return 0
 
 

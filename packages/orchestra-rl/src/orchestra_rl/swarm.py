@@ -29,7 +29,16 @@ the backend's own limit (:class:`~paperstack.llm.OpenAIChat` has one per backend
 **Failures.** A call that raises, or runs past ``call_timeout`` seconds, is recorded in the
 trace as an error or a timeout and counted; the agent keeps its previous output (no answer if
 it had none) and the instance continues. An evaluator that raises is recorded on the episode
-(score 0). Nothing of this stops the run.
+(score 0). Nothing of this stops the run, with two exceptions that would otherwise turn a
+broken setup into a run of silent zeros: a call that raises one of ``SwarmConfig.fatal``
+(by default a server nobody answers at, or one that refuses the request: a model it does not
+serve, a prompt over its context; :class:`~paperstack.llm.BackendUnreachableError` and
+:class:`~paperstack.llm.BackendHTTPError`, raised after the client's own retries) ends the run
+with that error, once the round's other calls are back; and with ``context_length`` set, a
+call whose prompt (the server's count) plus ``max_new_tokens`` is over it ends the run with an
+:class:`~orchestra_rl.errors.OrchestraError` naming both numbers (``transformers serve``
+answers such a prompt with an empty reply, not an error). A per-call timeout stays a recorded
+failure: a slow call is the agent's, not the setup's.
 """
 
 from __future__ import annotations
@@ -56,7 +65,12 @@ from orchestra_rl.wire import (
     estimate_tokens,
     render_message,
 )
-from paperstack.llm import BackendTimeoutError, RuleAgent
+from paperstack.llm import (
+    BackendHTTPError,
+    BackendTimeoutError,
+    BackendUnreachableError,
+    RuleAgent,
+)
 
 __all__ = [
     "CallRecord",
@@ -76,13 +90,18 @@ class SwarmConfig:
     """``budget``: calls per instance (hard); ``max_rounds``: rounds including round 0;
     ``concurrency``: remote calls in flight at once, for the whole swarm; ``call_timeout``:
     seconds before a remote call is abandoned and counted as a timeout (None: the backend's
-    own timeout only); ``batch_size``: instances run in lockstep at once."""
+    own timeout only); ``batch_size``: instances run in lockstep at once; ``fatal``: the
+    exception types that end the run instead of being recorded on the call (see the module
+    docstring; ``()`` records everything); ``context_length``: the served model's context in
+    tokens, checked on every call with the server's prompt count (None: not checked)."""
 
     budget: int
     max_rounds: int = 4
     concurrency: int = 8
     call_timeout: float | None = None
     batch_size: int = 512
+    fatal: tuple[type[BaseException], ...] = (BackendUnreachableError, BackendHTTPError)
+    context_length: int | None = None
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -93,6 +112,8 @@ class SwarmConfig:
             raise OrchestraError("concurrency and batch_size must be >= 1")
         if self.call_timeout is not None and not self.call_timeout > 0:
             raise OrchestraError(f"call_timeout must be > 0 seconds, got {self.call_timeout}")
+        if self.context_length is not None and self.context_length < 1:
+            raise OrchestraError(f"context_length must be >= 1 token, got {self.context_length}")
 
 
 @dataclass(frozen=True)
@@ -296,6 +317,7 @@ class _Call:
     estimated: bool = False
     failure: str | None = None
     seconds: float = 0.0
+    exception: BaseException | None = None
 
 
 class Swarm:
@@ -519,6 +541,7 @@ class Swarm:
                 remote.extend((spec, call) for call in group)
         if remote:
             self._remote(remote, pool)
+        self._check_fatal(calls, episodes, t)
         for call in calls:
             ep = episodes[call.episode]
             ep.calls += 1
@@ -544,6 +567,26 @@ class Swarm:
                     estimated=call.estimated, failure=call.failure, seconds=call.seconds,
                 )
             )  # fmt: skip
+
+    def _check_fatal(self, calls: list[_Call], episodes: list[Episode], t: int) -> None:
+        """End the run on a setup failure (see the module docstring): the first call, in
+        issue order, that raised a ``fatal`` exception or went over ``context_length``."""
+        limit = self.config.context_length
+        for call in calls:
+            spec = self.seats(episodes[call.episode].instance.kind)[call.agent]
+            exc = call.exception
+            if exc is not None and self.config.fatal and isinstance(exc, self.config.fatal):
+                raise exc
+            if limit is None or call.failure is not None or call.estimated:
+                continue
+            if call.prompt_tokens + spec.max_new_tokens > limit:
+                where = episodes[call.episode].instance.id
+                raise OrchestraError(
+                    f"{spec.name} on {where} (round {t}): a "
+                    f"prompt of {call.prompt_tokens} tokens plus up to {spec.max_new_tokens} "
+                    f"new ones is over the model's context of {limit} tokens; lower "
+                    "--max-new-tokens, --agents or --rounds, or serve a longer context"
+                )
 
     def _extract(self, ep: Episode, text: str) -> str | None:
         try:
@@ -575,8 +618,9 @@ class Swarm:
                 temperature=spec.temperature, seed=call.seed,
             )[0][0]  # fmt: skip
             self._account(call, reply)
-        except Exception as exc:  # any backend failure is the agent's, not the run's
+        except Exception as exc:  # the agent's failure, unless _check_fatal says it is fatal
             call.failure = _failure(exc)
+            call.exception = exc
         call.seconds = time.perf_counter() - started
 
     def _batched(self, spec: AgentSpec, group: list[_Call], seed: int) -> None:
@@ -620,6 +664,7 @@ class Swarm:
                     result.prompt_tokens, result.completion_tokens,
                 )  # fmt: skip
                 call.estimated, call.seconds = result.estimated, result.seconds
+                call.exception = result.exception
             if timeout is None:
                 continue
             now = time.perf_counter()

@@ -11,7 +11,17 @@ Built in, from :mod:`paperstack.tasks` (exact verifiers, deterministic by seed):
 
 - ``facts-mc``: multiple-choice questions over the core's generated fact world (4 options);
 - ``addition``: two-digit addition in the core's format (digits least-significant first, which
-  the toy world's tiny models learn), verifiable exactly.
+  the toy world's tiny models learn), verifiable exactly;
+- ``addition-plain``: the same sums written as a person (or a pretrained language model) reads
+  them, ``What is 9 + 63?``, answer ``72``: the kind for served models.
+
+**Reading an answer.** An agent's reply is read at its *final* answer, because models show
+their working: the text after the last ``Answer:`` / ``answer is`` marker (up to a
+``Confidence`` field or the end of its line), else the first line that says anything. A number
+is the one after the last ``=`` of that text, else its last number (``90+36 = 126`` is 126,
+``The sum is 126.`` is 126, ``Answer: 126 / Confidence: 0.9`` is 126; thousands separators are
+dropped). A letter is a leading ``B``, ``(B)`` or ``B)``, else a lone option letter, else the
+one option whose text the answer names (``eel`` is D when D is ``eel``).
 """
 
 from __future__ import annotations
@@ -26,22 +36,30 @@ from orchestra_rl.errors import OrchestraError
 from paperstack import tasks as core_tasks
 
 __all__ = [
+    "ALL_KINDS",
     "KINDS",
     "Evaluator",
     "Instance",
     "TaskEvaluator",
+    "answer_text",
     "builtin_evaluator",
+    "final_number",
     "instance_pool",
+    "option_letter",
     "parse_confidence",
 ]
 
 #: The built-in task kinds: a multiple-choice task and a verifiable one.
 KINDS: tuple[str, ...] = ("facts-mc", "addition")
+#: Every kind :func:`builtin_evaluator` and :func:`instance_pool` know.
+ALL_KINDS: tuple[str, ...] = (*KINDS, "addition-plain")
 
-_ANSWER = re.compile(r"answer\s*[:=]\s*(.+)", re.IGNORECASE)
+_ANSWER = re.compile(r"answer(?:\s+is)?\s*[:=]|answer\s+is\b", re.IGNORECASE)
+_FIELD_END = re.compile(r"\bconfidence\b|\s/\s|\n", re.IGNORECASE)
 _CONFIDENCE = re.compile(r"confidence\s*[:=]?\s*(\d*\.?\d+)", re.IGNORECASE)
-_LETTER = re.compile(r"^\(?([A-Za-z])\b")
-_DIGITS = re.compile(r"\d+")
+_LETTER = re.compile(r"^\(?([A-Z])(?![\w'])")
+_BRACKETED = re.compile(r"(?<![\w'])\(?([A-Z])\)")
+_NUMBER = re.compile(r"(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -73,14 +91,69 @@ class Evaluator(Protocol):
 
 
 def answer_text(text: str) -> str:
-    """The text after ``Answer:`` on its line, else the first non-empty line."""
-    match = _ANSWER.search(text)
-    if match is not None:
-        return match.group(1).strip()
+    """The final answer's text: after the last ``Answer:`` / ``answer is`` marker up to a
+    ``Confidence`` field, a `` / `` separator or the end of the line; else the first
+    non-empty line, cut the same way."""
+    markers = list(_ANSWER.finditer(text))
+    if markers:
+        rest = text[markers[-1].end() :]
+        end = _FIELD_END.search(rest.lstrip(" \t"))
+        rest = rest.lstrip(" \t")
+        return (rest[: end.start()] if end else rest).strip(" \t*_.")
     for line in text.splitlines():
-        if line.strip():
-            return line.strip()
+        end = _FIELD_END.search(line)
+        head = (line[: end.start()] if end else line).strip(" \t*_")
+        if head:  # a line that opens with its Confidence field holds no answer
+            return head
     return ""
+
+
+def final_number(text: str, marked: bool = False) -> str | None:
+    """The number an answer text settles on: the first after its last ``=``, else the first
+    after its last `` is ``, else its first number when the text followed an ``Answer:``
+    marker (``Answer: 126, because 90+36``) and its last otherwise (``90 plus 36 makes 126``);
+    thousands separators dropped, ``72.0`` read as ``72``. None when it holds no number."""
+    after = None
+    for sep in ("=", " is "):
+        if after is None and sep in text:
+            after = _NUMBER.search(text[text.rindex(sep) + len(sep) :])
+    numbers = _NUMBER.findall(text)
+    if after is None and not numbers:
+        return None
+    pick = numbers[0] if marked else (numbers[-1] if numbers else "")
+    number = (after.group(0) if after is not None else pick).replace(",", "")
+    whole, _, fraction = number.partition(".")
+    return whole if not fraction.strip("0") else number  # 72.0 is 72
+
+
+def option_letter(text: str, choices: Sequence[str]) -> str | None:
+    """The option an answer text names, or None: a leading capital letter (``B``, ``(B)``,
+    ``B)``, ``B.``, ``B: owl``; ``A bat`` is read for its words, "A" being an article), else
+    exactly one bracketed letter (``(C)``, ``C)``) in the text, else exactly one option whose
+    text it names (``eel`` is D when D is ``eel``)."""
+    valid = {chr(65 + k) for k in range(max(len(choices), 1))}
+    head = text.strip(" \t*_")
+    if re.fullmatch(r"\(?[a-z]\)?\.?", head):  # a lone lower-case letter: "d", "(d)", "d)"
+        head = head.upper()
+    match = _LETTER.match(head)
+    if match is not None and match.group(1) in valid:
+        rest = head[match.end() :]
+        if not rest or rest[0] in ").:" or head.startswith("("):
+            return match.group(1)
+        option = (
+            choices[ord(match.group(1)) - 65] if len(choices) > ord(match.group(1)) - 65 else ""
+        )
+        if option and rest.strip(" -").lower().startswith(str(option).lower()):
+            return match.group(1)
+    bracketed = {m.group(1) for m in _BRACKETED.finditer(text)} & valid
+    if len(bracketed) == 1:
+        return bracketed.pop()
+    named = [
+        chr(65 + k)
+        for k, choice in enumerate(choices)
+        if re.search(rf"(?<!\w){re.escape(str(choice))}(?!\w)", text, re.IGNORECASE)
+    ]
+    return named[0] if len(named) == 1 else None
 
 
 def parse_confidence(text: str) -> float | None:
@@ -109,15 +182,9 @@ class TaskEvaluator:
             return None
         task = self._task(instance)
         if isinstance(task, core_tasks.FactWorld) and task.form == "mc":
-            match = _LETTER.match(raw)
-            if match is None:
-                return None
-            letter = match.group(1).upper()
-            choices = instance.meta.get("choices") or ()
-            return letter if ord(letter) - 65 < max(len(choices), 1) else None
+            return option_letter(raw, instance.meta.get("choices") or ())
         if isinstance(task, (core_tasks.Addition, core_tasks.Arithmetic)):
-            digits = _DIGITS.search(raw)
-            return digits.group(0) if digits else None
+            return final_number(raw, marked=_ANSWER.search(text) is not None)
         return raw.strip(" .").lower() or None
 
     def score(self, instance: Instance, answer: str | None) -> float:
@@ -140,7 +207,20 @@ def _builtin_task(kind: str) -> core_tasks.Task:
         return core_tasks.FactWorld(form="mc")
     if kind == "addition":
         return core_tasks.Addition()
-    raise OrchestraError(f"unknown task kind {kind!r}; built in: {', '.join(KINDS)}")
+    if kind == "addition-plain":
+        return _PlainAddition(reverse=False, pad=False)
+    raise OrchestraError(f"unknown task kind {kind!r}; built in: {', '.join(ALL_KINDS)}")
+
+
+class _PlainAddition(core_tasks.Addition):
+    """Addition as a pretrained model reads it: ``What is 9 + 63?``, answer ``72``."""
+
+    name = "addition-plain"
+
+    def make(self, a: int, b: int) -> core_tasks.Example:
+        return core_tasks.Example(
+            self.name, f"What is {a} + {b}?", str(a + b), {"a": a, "b": b, "sum": a + b}
+        )
 
 
 def builtin_evaluator(kinds: Sequence[str] = KINDS) -> TaskEvaluator:

@@ -1,0 +1,255 @@
+"""``orchestra demo --real``: the swarm of served SmolLM2-135M-Instruct agents.
+
+The toy demo's agents are scripted, so whether a swarm herds is decided by their profiles. Here
+every seat is the same real instruct model behind an OpenAI-compatible server: ``vllm serve``
+(the CPU build lives in its own environment: ``PAPERSTACK_VLLM_PYTHON`` names its interpreter,
+default ``.nox/vllm/bin/python`` of this checkout when present), else ``transformers serve`` of
+a copy of the model whose generation config samples (it ignores ``temperature`` otherwise).
+The sampling check runs first (:mod:`orchestra_rl.served`): identical samples end the run.
+
+Design, fixed before any reported run (:data:`REAL`): plain two-digit addition (``What is
+9 + 63?``), N = 2, 4, 8 seats at temperature 0.7, a budget of 3 N calls per instance in at most
+4 rounds; per seed, the premise's systems first (single-shot and random broadcast at every N),
+then self-consistency, the complete and ring topologies and the learned orchestrator (trained
+per seed on the served swarm at N = 4 on training instances, held to 95% of the budget,
+evaluated at every N). Rows are per-seed test accuracy and spend; claims are paired over
+seeds, the method's gated on the premise measured on these same agents.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from paperstack.contract import Report, Run
+from paperstack.llm.serve import ServerProcess, TransformersServer
+
+__all__ = ["REAL", "REAL_QUICK", "run_real", "served_smollm2"]
+
+REAL: dict[str, Any] = {
+    "sizes": [2, 4, 8],
+    "task": "addition-plain",
+    "test": 20,
+    "train": 32,
+    "iterations": 4,
+    "batch": 8,
+    "train_n": 4,
+    "temperature": 0.7,
+    "max_new_tokens": 48,
+    "rounds": 4,
+    "calls_per_agent": 3,
+    "spend_floor": 0.95,
+}
+REAL_QUICK: dict[str, Any] = {**REAL, "sizes": [2, 4], "test": 2, "train": 4, "iterations": 1,
+                              "batch": 2, "train_n": 2, "max_new_tokens": 16}  # fmt: skip
+SYSTEMS = ("single_shot", "random_broadcast", "self_consistency", "fixed_complete",
+           "fixed_ring", "orchestra_rl")  # fmt: skip
+
+
+class _VLLMAt(ServerProcess):
+    """``vllm serve`` run by another interpreter (vLLM's CPU build has its own environment)."""
+
+    name = "vllm serve"
+    stop_timeout = 30.0
+
+    def __init__(self, python: str, model: str, log_path: Path) -> None:
+        super().__init__(model, timeout=600.0, log_path=log_path)
+        self.python = python
+
+    def command(self) -> list[str]:
+        from paperstack.llm import serve
+
+        return [
+            self.python, "-c", serve._VLLM_CLI, "serve", self.model, "--host", self.host,
+            "--port", str(self.port), "--enforce-eager", "--max-model-len", "2048",
+            "--dtype", "float32",
+        ]  # fmt: skip
+
+    def default_env(self) -> dict[str, str]:
+        return {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def _vllm_python() -> str | None:
+    named = os.environ.get("PAPERSTACK_VLLM_PYTHON")
+    if named:
+        return named
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / ".nox" / "vllm" / "bin" / "python"
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+@contextmanager
+def served_smollm2(workdir: Path) -> Iterator[tuple[str, str, str]]:
+    """``(base_url, model, engine)`` of SmolLM2-135M-Instruct served on 127.0.0.1 for the
+    block: ``vllm serve`` when an interpreter with vLLM is found, else ``transformers serve``
+    of a copy whose generation config samples."""
+    import json
+
+    from paperstack import models
+
+    path = Path(models.model_path("smollm2-135m-instruct"))
+    python = _vllm_python()
+    server: ServerProcess
+    if python is not None:
+        server = _VLLMAt(python, str(path), workdir / "vllm.log")
+        engine = "vllm serve"
+    else:
+        copy = workdir / "smollm2-sampling"
+        if not copy.exists():
+            copy.mkdir(parents=True)
+            for f in path.iterdir():
+                if f.name != "generation_config.json":
+                    (copy / f.name).symlink_to(f)
+            gen = json.loads((path / "generation_config.json").read_text())
+            gen.update({"do_sample": True, "temperature": 1.0, "top_p": 1.0})
+            (copy / "generation_config.json").write_text(json.dumps(gen))
+        server = TransformersServer(copy, timeout=600.0, log_path=workdir / "serve.log")
+        engine = "transformers serve"
+    with server:
+        yield server.base_url, server.model, engine
+
+
+def run_real(run: Run) -> Report:
+    """The real-model arm; see the module docstring."""
+    import tempfile
+
+    cfg = dict(REAL_QUICK if run.quick else REAL)
+    work = Path(tempfile.mkdtemp(prefix="orchestra-real-"))
+    try:
+        with served_smollm2(work) as (base_url, model, engine):
+            return _run(run, cfg, base_url, model, engine)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(run: Run, cfg: dict[str, Any], base_url: str, model: str, engine: str) -> Report:
+    import numpy as np
+    import torch
+
+    from orchestra_rl.agents import AgentSpec
+    from orchestra_rl.baselines import FixedTopology, RandomBroadcast, SelfConsistency, SingleShot
+    from orchestra_rl.entropy import CachedEmbedder
+    from orchestra_rl.orchestrator import TrainConfig, train_orchestrator
+    from orchestra_rl.served import preflight
+    from orchestra_rl.swarm import Swarm, SwarmConfig
+    from orchestra_rl.tasks import builtin_evaluator, instance_pool
+    from paperstack.embed import Embedder
+    from paperstack.llm import OpenAIChat
+    from paperstack.records import Claim, Row
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    client = OpenAIChat(base_url, model, timeout=300.0, concurrency=8)
+    checked = preflight(client, temperature=cfg["temperature"], feature="demo --real's seats")
+    evaluator = builtin_evaluator((cfg["task"],))
+    embedder = CachedEmbedder(Embedder())
+    sizes = [int(n) for n in cfg["sizes"]]
+
+    def swarm_of(n: int) -> Swarm:
+        seats = [AgentSpec(client, name=f"smollm2#{i}", temperature=cfg["temperature"],
+                           max_new_tokens=cfg["max_new_tokens"]) for i in range(n)]  # fmt: skip
+        config = SwarmConfig(budget=cfg["calls_per_agent"] * n, max_rounds=cfg["rounds"],
+                             context_length=checked.context_length)  # fmt: skip
+        return Swarm(seats, evaluator, config, embedder=embedder)
+
+    acc: dict[int, dict[str, dict[int, float]]] = {n: {s: {} for s in SYSTEMS} for n in sizes}
+    calls: dict[int, dict[str, dict[int, float]]] = {n: {s: {} for s in SYSTEMS} for n in sizes}
+    first_right: dict[int, float] = {}
+    with run.progress(len(run.seeds) * (len(sizes) + 1), "served swarms") as bar:
+        for seed in run.seeds:
+            test = instance_pool(cfg["task"], cfg["test"], "test", seed)
+            train = instance_pool(cfg["task"], cfg["train"], "train", seed)
+            # The premise first: single-shot and random broadcast at every N.
+            premise_policies: list[Any] = [SingleShot(), RandomBroadcast()]
+            for n in sizes:
+                swarm = swarm_of(n)
+                for policy in premise_policies:
+                    eps = swarm.run(test, policy, seed=seed)
+                    acc[n][policy.name][seed] = float(np.mean([e.score for e in eps]))
+                    calls[n][policy.name][seed] = float(np.mean([e.calls for e in eps]))
+                    if policy.name == "single_shot" and n == max(sizes):
+                        right = [evaluator.score(e.instance, c.answer) for e in eps
+                                 for c in e.trace]  # fmt: skip
+                        first_right[seed] = float(np.mean(right))
+            learned, _ = train_orchestrator(
+                swarm_of(cfg["train_n"]), train,
+                TrainConfig(iterations=cfg["iterations"], batch=cfg["batch"]), seed,
+                kinds=(cfg["task"],), spend_floor=cfg["spend_floor"],
+            )  # fmt: skip
+            bar.advance()
+            for n in sizes:
+                swarm = swarm_of(n)
+                rest: list[Any] = [SelfConsistency(), FixedTopology("complete"),
+                                   FixedTopology("ring"), learned]  # fmt: skip
+                for policy in rest:
+                    eps = swarm.run(test, policy, seed=seed)
+                    acc[n][policy.name][seed] = float(np.mean([e.score for e in eps]))
+                    calls[n][policy.name][seed] = float(np.mean([e.calls for e in eps]))
+                bar.advance()
+    rows: list[Row] = []
+    for n in sizes:
+        for system in SYSTEMS:
+            rows.append(Row.from_seeds(system, "accuracy", acc[n][system], split=f"real N={n}"))
+            rows.append(Row.from_seeds(system, "calls", calls[n][system], split=f"real N={n}"))
+    rows.append(Row.from_seeds("smollm2_first_answer", "accuracy", first_right, split="real"))
+    large = f"real N={max(sizes)}"
+    premise = Claim.compare(
+        "real_premise_broadcast_below_single_shot",
+        f"premise on served SmolLM2 agents: at N = {max(sizes)}, random broadcast is less "
+        "accurate than single-shot voting at the same budget (the swarm herds)",
+        rows, lhs=("random_broadcast", "accuracy", large), op="lt",
+        rhs=("single_shot", "accuracy", large),
+    )  # fmt: skip
+    claims = [
+        premise,
+        Claim.compare(
+            "real_learned_beats_random_broadcast",
+            f"at N = {max(sizes)}, the learned orchestrator (held to 95% of the budget) is more "
+            "accurate than random broadcast on served agents",
+            rows,
+            lhs=("orchestra_rl", "accuracy", large),
+            op="gt",
+            rhs=("random_broadcast", "accuracy", large),
+            requires=[premise],
+        ),
+        Claim.compare(
+            "real_learned_beats_single_shot",
+            f"at N = {max(sizes)}, the learned orchestrator is more accurate than single-shot "
+            "voting on served agents",
+            rows,
+            lhs=("orchestra_rl", "accuracy", large),
+            op="gt",
+            rhs=("single_shot", "accuracy", large),
+            requires=[premise],
+        ),
+    ]
+    intro = (
+        f"Real-model arm: every seat is SmolLM2-135M-Instruct served by {engine} on 127.0.0.1 "
+        f"(sampling checked first: {checked.sampling}). Plain two-digit addition, "
+        f"{cfg['test']} test instances per seed, N = {', '.join(map(str, sizes))}, budget "
+        f"{cfg['calls_per_agent']} N calls, temperature {cfg['temperature']}; the learned "
+        f"orchestrator trained per seed on {cfg['train']} training instances at N = "
+        f"{cfg['train_n']} ({cfg['iterations']} updates of {cfg['batch']}), held to "
+        f"{cfg['spend_floor']:.0%} of the budget. The premise is measured first; the method "
+        "claims are gated on it."
+    )
+    config = {
+        "real": True,
+        **cfg,
+        "engine": engine,
+        "model": "smollm2-135m-instruct",
+        "server": checked.to_json(),
+        "cost_card": client.ledger.to_json(),
+        "seconds": round(time.perf_counter() - started, 2),
+        "python": sys.executable,
+    }
+    return Report(rows, claims, intro=intro, config=config)
