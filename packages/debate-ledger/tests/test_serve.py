@@ -59,21 +59,6 @@ def _content(path: Path) -> list[dict[str, Any]]:
     )
 
 
-@pytest.fixture(scope="module")
-def sampling_server(serve_model, tmp_path_factory):
-    """``transformers serve`` of a micro model whose generation_config has ``do_sample``: the
-    server then honours temperature (the default micro model's does not: see below)."""
-    from paperstack import tiny
-
-    path = tmp_path_factory.mktemp("sampling-model")
-    tokenizer = tiny.build_tokenizer()
-    model = tiny.build_model(tiny.QUICK_PRESET, tokenizer, seed=0)
-    model.generation_config.do_sample = True
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return serve_model(path)
-
-
 def test_a_server_that_ignores_temperature_is_refused_in_one_line(openai_server, tmp_path, capsys):
     """The default micro model has no do_sample in its generation_config, so transformers serve
     decodes greedily at any temperature: every agent and resample would be one answer."""
@@ -92,8 +77,10 @@ def test_a_server_that_ignores_temperature_is_refused_in_one_line(openai_server,
     assert main(argv) == 0
 
 
-def test_killed_and_resumed_run_equals_the_uninterrupted_run(sampling_server, tmp_path, capsys):
-    openai_server = sampling_server
+def test_killed_and_resumed_run_equals_the_uninterrupted_run(
+    openai_sampling_server, tmp_path, capsys
+):
+    openai_server = openai_sampling_server  # agents at temperature 1 need a server that samples
     questions = _questions(tmp_path)
     clean = tmp_path / "clean" / "ledger.jsonl"
     assert main(_argv(openai_server, clean, questions)) == 0

@@ -146,29 +146,14 @@ def test_served_failures_are_one_line(openai_server: Any, tmp_path: Path, capsys
     assert not (out / "summary.json").exists()
 
 
-@pytest.fixture(scope="module")
-def sampling_server(
-    serve_model: Any, served_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Any:
-    """transformers serve of the core's micro model with ``do_sample`` in its generation
-    config (a copy of the fixture's folder, that one file changed)."""
-    import shutil
-
-    path = tmp_path_factory.mktemp("sampling-model")
-    for item in served_model_dir.iterdir():
-        shutil.copy(item, path / item.name)
-    config = path / "generation_config.json"
-    data = json.loads(config.read_text()) if config.exists() else {}
-    config.write_text(json.dumps({**data, "do_sample": True}))
-    return serve_model(path)
-
-
 @pytest.mark.slow  # a second transformers serve: about a minute to start on a busy CPU
-def test_a_server_that_samples_passes_the_check(sampling_server: Any, tmp_path: Path) -> None:
+def test_a_server_that_samples_passes_the_check(
+    openai_sampling_server: Any, tmp_path: Path
+) -> None:
     from orchestra_rl.cli import main
 
     out = tmp_path / "o"
-    assert main(_swarm_argv(sampling_server, out, "--temperature", "1.0")) == 0
+    assert main(_swarm_argv(openai_sampling_server, out, "--temperature", "1.0")) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert "distinct answers" in summary["server"]["sampling"]
     assert summary["server"]["preflight_calls"] == 1 + 4  # the request, then 4 samples
@@ -218,7 +203,9 @@ def test_swarm_prepares_out_before_any_call(tmp_path, capsys) -> None:
 
 
 @pytest.mark.slow  # a sampling transformers serve and a few dozen served calls
-def test_demo_real_runs_on_a_tiny_budget(sampling_server: Any, tmp_path: Path, monkeypatch) -> None:
+def test_demo_real_runs_on_a_tiny_budget(
+    openai_sampling_server: Any, tmp_path: Path, monkeypatch
+) -> None:
     """``demo --real --quick`` end to end on the micro model (instead of SmolLM2, whose server
     takes minutes to start): the premise and method rows at every N, the claims, the server."""
     from contextlib import contextmanager
@@ -228,7 +215,7 @@ def test_demo_real_runs_on_a_tiny_budget(sampling_server: Any, tmp_path: Path, m
 
     @contextmanager
     def served(workdir: Path):
-        yield sampling_server.base_url, sampling_server.model, "transformers serve"
+        yield openai_sampling_server.base_url, openai_sampling_server.model, "transformers serve"
 
     monkeypatch.setattr(real, "served_smollm2", served)
     out = tmp_path / "real"

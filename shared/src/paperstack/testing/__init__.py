@@ -14,7 +14,11 @@ plugin:
 - gives every package a real OpenAI-compatible server: the session fixture ``openai_server``
   starts ``transformers serve`` on 127.0.0.1 with a tiny model saved locally and yields the
   running :class:`~paperstack.llm.serve.TransformersServer` (``.base_url``, ``.model``);
-  ``serve_model(model_dir)`` starts one for a model of the test's own. Without
+  ``serve_model(model_dir)`` starts one for a model of the test's own. That micro model's
+  generation_config has no ``do_sample``, so transformers serve decodes it greedily at any
+  temperature (what :meth:`~paperstack.llm.OpenAIChat.require_sampling` refuses);
+  ``openai_sampling_server`` serves the same weights with ``do_sample`` set, for tests that
+  need a server that samples. Without
   ``transformers[serving]`` installed these tests are skipped, unless
   ``PAPERSTACK_REQUIRE_SERVER=1`` (set by the nox sessions that install it), where a missing
   server is a failure rather than a silent skip;
@@ -29,7 +33,9 @@ plugin:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -42,6 +48,7 @@ __all__ = [
     "accelerate_launch",
     "cuda_available",
     "end_distributed",
+    "openai_sampling_server",
     "openai_server",
     "serve_model",
     "served_model_dir",
@@ -262,6 +269,24 @@ def serve_model(
 def openai_server(serve_model: Callable[..., Any], served_model_dir: Path) -> Any:
     """A running ``transformers serve`` of :func:`served_model_dir` on 127.0.0.1."""
     return serve_model(served_model_dir)
+
+
+@pytest.fixture(scope="session")
+def openai_sampling_server(
+    serve_model: Callable[..., Any],
+    served_model_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Any:
+    """``transformers serve`` of :func:`served_model_dir`'s model with ``do_sample: true`` in
+    its generation_config (a copy of the folder, that one field changed): a server that honours
+    temperature and seeds, where :func:`openai_server` decodes greedily."""
+    path = tmp_path_factory.mktemp("sampling-model")
+    for item in served_model_dir.iterdir():
+        shutil.copy(item, path / item.name)
+    config = path / "generation_config.json"
+    data = json.loads(config.read_text()) if config.exists() else {}
+    config.write_text(json.dumps({**data, "do_sample": True}))
+    return serve_model(path)
 
 
 @pytest.fixture(scope="session")
