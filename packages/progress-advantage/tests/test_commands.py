@@ -345,3 +345,63 @@ def test_infinite_and_overflowing_step_scores_are_refused_at_the_input(tmp_path,
         assert len(err.splitlines()) == 1
         assert f"{bad}: line 2: " in err
         assert needle in err
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "mistral", "gpt2"])
+def test_train_lora_policy_then_score_on_every_zoo_checkpoint(tmp_path, name, capsys):
+    """A user's own model from the command line: train-policy with LoRA and gradient
+    accumulation on each zoo checkpoint (GPT-2 without chat template or pad token, Mistral
+    without pad token), then `score --model ADAPTER --trajectories FILE` with the adapter
+    switched off as the reference."""
+    from paperstack.testing import zoo
+
+    out = tmp_path / "policy"
+    argv = ["train-policy", "--model", str(zoo.checkpoint(name)), "--out", str(out),
+            "--prompts-per-step", "2", "--num-generations", "2", "--min-steps", "1",
+            "--max-steps", "1", "--window", "1", "--train-prompts", "4",
+            "--max-completion-length", "8", "--lora-r", "4",
+            "--gradient-accumulation-steps", "2",
+            *(["--bf16"] if name == "qwen2" else [])]  # fmt: skip
+    assert main(argv) == 0
+    assert (out / "adapter_config.json").is_file()
+    data = _data(tmp_path / "t.jsonl")
+    scored = tmp_path / "s.jsonl"
+    argv = ["score", "--model", str(out), "--trajectories", str(data), "--out", str(scored)]
+    assert main(argv) == 0
+    rec = [json.loads(x) for x in scored.read_text().splitlines()]
+    assert [len(r["step_scores"]) for r in rec] == [2, 2, 2]
+
+
+def test_train_policy_refuses_accumulation_that_does_not_divide_the_batch(tmp_path, models, capsys):
+    argv = ["train-policy", "--model", str(models / "reference"), "--out", str(tmp_path / "p"),
+            "--prompts-per-step", "3", "--num-generations", "2",
+            "--gradient-accumulation-steps", "4"]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "gradient accumulation" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_score_names_the_line_of_a_trajectory_it_cannot_render(tmp_path, models, capsys):
+    """A template that rewrites a message (here: upper-cases it) cannot be mapped back to
+    character spans: one line naming the file and line, exit 2."""
+    folder = tmp_path / "policy"
+    shutil.copytree(models / "policy", folder)
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = "{% for m in messages %}{{ m['content'] | upper }}\n{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+    for extra in folder.glob("chat_template.*"):
+        extra.unlink()
+    data = tmp_path / "t.jsonl"
+    write_trajectories(data, [Trajectory.from_lines("what", "one\ntwo", id="x")])
+    argv = ["score", "--model", str(folder), "--reference", str(models / "reference"),
+            "--trajectories", str(data), "--out", str(tmp_path / "s.jsonl")]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{data}: line 1:" in err
+    assert "does not appear" in err
+    assert len(err.splitlines()) == 1

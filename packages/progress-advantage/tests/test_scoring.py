@@ -148,3 +148,72 @@ def test_cuda_scores_match_cpu(micro):
     )
     for x, y in zip(cpu, gpu, strict=True):
         np.testing.assert_allclose(x.log_ratio, y.log_ratio, atol=1e-3)
+
+
+# ----------------------------------------------------------------------------- every template
+
+ZOO_TEMPLATES = ["llama", "qwen2", "qwen3", "mistral", "gpt2"]
+
+
+def _whitespace_trajs():
+    """Contents with leading/trailing whitespace and short digits that also occur elsewhere in
+    the rendering: what trips a verbatim search under Llama-3's trimming template."""
+    return [
+        Trajectory.from_lines("  What is 3+4*2?\n", "\n 4*2=8\n3+8=11\nAnswer: 11  \n", id="w"),
+        Trajectory.from_lines("2", " 2 ", id="short"),
+        Trajectory.from_turns(
+            [
+                {"role": "user", "content": " start "},
+                {"role": "assistant", "content": "  look\n"},
+                {"role": "user", "content": "a door\n\n"},
+                {"role": "assistant", "content": "\nopen it "},
+            ],
+            id="turns",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("name", ZOO_TEMPLATES)
+def test_steps_are_located_under_every_zoo_template(name):
+    """Every step's span in the rendering holds the step's text (up to the whitespace the
+    template trims), under each zoo checkpoint's template and GPT-2's fallback transcript."""
+    from progress_advantage.scoring import _render
+    from transformers import AutoTokenizer
+
+    from paperstack.testing import zoo
+
+    tok = AutoTokenizer.from_pretrained(zoo.checkpoint(name))
+    for traj in _whitespace_trajs():
+        text, starts, ends = _render(tok, traj)
+        for k, step in enumerate(traj.step_texts()):
+            got = text[starts[k] : ends[k]]
+            assert got.strip() == step.strip(), (name, traj.id, k, got, step)
+        # spans in order and inside the assistant turns, never inside the template's own text
+        assert np.all(np.diff(starts) > 0)
+
+
+@pytest.mark.parametrize("name", ZOO_TEMPLATES)
+def test_scorer_runs_on_every_zoo_checkpoint(name):
+    """The scorer on each zoo checkpoint: every step gets tokens, and a model scored against
+    itself has log-ratio 0 (the ratio's tokens are the same on both sides)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from paperstack.testing import zoo
+
+    path = zoo.checkpoint(name)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    scored = LogRatioScorer(model, model, tok).score(_whitespace_trajs())
+    for ts, traj in zip(scored, _whitespace_trajs(), strict=True):
+        assert set(ts.step.tolist()) == set(range(traj.n_steps))
+        np.testing.assert_allclose(ts.log_ratio, 0.0, atol=1e-6)
+
+
+def test_a_template_that_rewrites_content_is_refused_in_one_line(micro):
+    _model, _, tok = micro
+    tok = copy.deepcopy(tok)
+    tok.chat_template = "{% for m in messages %}{{ m['content'] | upper }}\n{% endfor %}"
+    with pytest.raises(ProgressAdvantageError, match="message 0 does not appear"):
+        LogRatioScorer(_model, _model, tok).score(
+            [Trajectory.from_lines("what", "one\ntwo", id="x")]
+        )

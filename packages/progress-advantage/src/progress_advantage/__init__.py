@@ -15,7 +15,7 @@ from progress_advantage.scoring import (
 )
 from progress_advantage.trajectory import Step, Trajectory, read_trajectories, write_trajectories
 
-__version__ = "0.2.2"
+__version__ = "0.3.0"
 
 __all__ = [
     "ChatModelScorer",

@@ -54,6 +54,11 @@ def step_beam_search(
         raise ProgressAdvantageError(
             "beam search: beam_width, expansions and max_steps must be >= 1"
         )
+    from paperstack.llm import ensure_chat_template
+
+    # A base model's tokenizer (GPT-2) gets the core's transcript template, the format the
+    # scorer renders the finished trajectories in, instead of transformers' traceback.
+    ensure_chat_template(tokenizer, name=str(getattr(policy, "name_or_path", "") or "policy"))
     scorer = LogRatioScorer(policy, reference, tokenizer)
     device = next(policy.parameters()).device
     gen = torch.Generator(device="cpu").manual_seed(seed)

@@ -63,6 +63,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         help="seeds of the language-model arm (the first of --seeds; default 3, --quick 1)",
     )
     p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm: SmolLM2-135M-Instruct as the reference (no SFT), a LoRA "
+        "policy at beta 0.1, its gap to the KL-regularised optimum measured first (hours on 2 "
+        "CPU cores; sizes in DemoConfig.real)",
+    )
+    p.add_argument(
         "--rl-max-steps",
         type=positive_int,
         default=None,
@@ -89,7 +96,14 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     from progress_advantage.policy import RLSettings
 
     d = RLSettings()
-    p.add_argument("--reference", required=True, help="reference model folder (SFT'd)")
+    p.add_argument(
+        "--reference",
+        "--model",
+        dest="reference",
+        required=True,
+        help="reference model (folder or hub id; any causal LM, a base model without a chat "
+        "template gets the 'User: ...\\nAssistant:' transcript template); the policy starts here",
+    )
     p.add_argument("--out", type=Path, required=True, help="folder for the trained policy")
     p.add_argument("--task", default="arithmetic", help="paperstack task whose verifier rewards")
     p.add_argument(
@@ -102,6 +116,22 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=positive_int, default=d.max_steps)
     p.add_argument("--window", type=positive_int, default=d.window, help="plateau window (steps)")
     p.add_argument("--train-prompts", type=positive_int, default=d.train_prompts)
+    p.add_argument("--max-completion-length", type=positive_int, default=d.max_completion_length)
+    p.add_argument("--bf16", action="store_true", help="bf16 mixed precision (trl/transformers)")
+    p.add_argument(
+        "--gradient-accumulation-steps",
+        type=positive_int,
+        default=d.gradient_accumulation_steps,
+        help="micro-batches per RLOO step (must divide prompts-per-step x num-generations)",
+    )
+    p.add_argument(
+        "--lora-r",
+        type=positive_int,
+        default=None,
+        help="train a LoRA adapter of this rank (peft) instead of all weights; the saved folder "
+        "is the adapter, scored with `score --policy OUT` and no --reference",
+    )
+    p.add_argument("--lora-alpha", type=positive_int, default=None, help="LoRA alpha (2 x r)")
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -121,8 +151,7 @@ def train_policy_command(args: argparse.Namespace) -> int:
     from paperstack.records import atomic_write_json
     from progress_advantage.policy import RLSettings, train_rl_policy
 
-    if args.out.exists() and not args.out.is_dir():
-        raise PaperstackError(f"--out {args.out}: exists and is not a directory")
+    _check_out_dir(args.out)
     if args.num_generations < 2:
         raise PaperstackError("--num-generations must be >= 2 (RLOO's leave-one-out baseline)")
     quiet_libraries()
@@ -140,6 +169,11 @@ def train_policy_command(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         window=args.window,
         train_prompts=args.train_prompts,
+        max_completion_length=args.max_completion_length,
+        bf16=args.bf16,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
     )
     policy, result = train_rl_policy(
         reference, tok, task, settings, seed=args.seed, save_to=args.out
@@ -201,11 +235,48 @@ def _load(name: str, device: str) -> tuple[Any, Any]:
                 f"{name}: is a peft adapter; scoring it needs the peft extra: "
                 "pip install 'progress-advantage[peft]'"
             ) from None
-        model = load_pretrained(name, AutoPeftModelForCausalLM.from_pretrained)
+        model = _load_adapter(folder, AutoPeftModelForCausalLM)
+        # train-policy saves the tokenizer next to the adapter; else the base's is the one.
+        base = model.peft_config[model.active_adapter].base_model_name_or_path
+        if any(folder.glob("tokenizer*")):
+            try:
+                tok = AutoTokenizer.from_pretrained(str(folder))
+            except (OSError, ValueError) as exc:
+                raise ProgressAdvantageError(
+                    f"{folder}: cannot load its tokenizer ({exc})"
+                ) from None
+        else:
+            tok = load_pretrained(base, AutoTokenizer.from_pretrained)
     else:
         model = load_pretrained(name, AutoModelForCausalLM.from_pretrained)
-    tok = load_pretrained(name, AutoTokenizer.from_pretrained)
+        tok = load_pretrained(name, AutoTokenizer.from_pretrained)
     return model.to(device), tok
+
+
+def _load_adapter(folder: Path, loader: Any) -> Any:
+    """A peft adapter folder over its base model, the base checked first (the core's
+    ``load_pretrained`` checks full model folders only): a missing or broken base is one line
+    naming the adapter and the base, not a peft traceback."""
+    from paperstack.checkpoint import check_model_dir
+
+    try:
+        config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        base = str(config["base_model_name_or_path"] or "")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ProgressAdvantageError(
+            f"{folder}: adapter_config.json unreadable or without 'base_model_name_or_path' ({exc})"
+        ) from None
+    if not base:
+        raise ProgressAdvantageError(f"{folder}: the adapter names no base model")
+    if Path(base).expanduser().is_dir():
+        check_model_dir(Path(base).expanduser())
+    elif base.startswith(("/", ".", "~")):
+        raise ProgressAdvantageError(f"{folder}: its base model {base} does not exist")
+    try:
+        return loader.from_pretrained(str(folder))
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ProgressAdvantageError(f"{folder}: cannot load the adapter ({first})") from None
 
 
 def _model_path(flag: str, value: str) -> str:
@@ -221,22 +292,52 @@ def _model_path(flag: str, value: str) -> str:
     return checked
 
 
-def _check_out_file(path: Path | None, flag: str = "--out") -> None:
-    """Fail before any work when ``path`` cannot become a file (a directory, or under a file):
-    scoring a large file for minutes and then failing at the write wastes the run."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise PaperstackError(f"{flag} {path}: is a directory; name a file to write")
+def _check_writable(path: Path, flag: str) -> None:
+    """The first existing folder above ``path`` must be a folder we can write in, probed by
+    creating (and removing) a temporary file there: ``os.access`` says yes to root on a
+    read-only folder, and training or scoring for minutes before the write fails wastes it."""
+    import tempfile
+
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise PaperstackError(f"{flag} {path}: {parent} exists and is not a directory")
-            break
+            try:
+                with tempfile.TemporaryFile(dir=parent):
+                    pass
+            except OSError as exc:
+                raise PaperstackError(
+                    f"{flag} {path}: cannot write in {parent} ({exc.strerror or exc})"
+                ) from None
+            return
+
+
+def _check_out_file(path: Path | None, flag: str = "--out") -> None:
+    """Fail before any work when ``path`` cannot become a file (a directory, under a file, in
+    a folder we cannot write): scoring a large file for minutes and then failing at the write
+    wastes the run."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise PaperstackError(f"{flag} {path}: is a directory; name a file to write")
+    _check_writable(path, flag)
+
+
+def _check_out_dir(path: Path, flag: str = "--out") -> None:
+    """Fail before training when ``path`` cannot become the output folder."""
+    if path.exists() and not path.is_dir():
+        raise PaperstackError(f"{flag} {path}: exists and is not a directory")
+    _check_writable(path / "probe", flag)
 
 
 def _models(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", required=True, help="RL policy: folder or hub id (or peft adapter)")
+    p.add_argument(
+        "--policy",
+        "--model",
+        dest="policy",
+        required=True,
+        help="RL policy: folder or hub id (or peft adapter)",
+    )
     p.add_argument(
         "--reference",
         default=None,
@@ -262,7 +363,14 @@ def _scorer(args: argparse.Namespace) -> Any:
 
 def _score_arguments(p: argparse.ArgumentParser) -> None:
     _models(p)
-    p.add_argument("--in", dest="inp", type=Path, required=True, help="trajectories JSONL")
+    p.add_argument(
+        "--in",
+        "--trajectories",
+        dest="inp",
+        type=Path,
+        required=True,
+        help="trajectories JSONL: one {messages, steps} object a line (Trajectory.to_json)",
+    )
     p.add_argument("--out", type=Path, required=True, help="scored trajectories JSONL")
     p.add_argument("--beta", type=positive_float, default=1.0, help="the policy's KL coefficient")
     p.add_argument("--step-agg", choices=STEP_AGGREGATIONS, default="sum")
@@ -279,6 +387,12 @@ def score(args: argparse.Namespace) -> int:
     _check_out_file(args.out)
     trajs = read_trajectories(args.inp)
     scorer = _scorer(args)
+    for i, t in enumerate(trajs, 1):
+        # Rendering problems name the file and line before any forward pass runs.
+        try:
+            scorer.encode(t)
+        except ProgressAdvantageError as exc:
+            raise ProgressAdvantageError(f"{args.inp}: line {i}: {exc}") from None
     out = []
     for t, ts in zip(trajs, scorer.score(trajs), strict=True):
         a = progress_advantage(ts, args.beta, args.step_agg)

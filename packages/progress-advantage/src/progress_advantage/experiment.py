@@ -41,6 +41,7 @@ from progress_advantage.toy import SFT_STEPS
 
 __all__ = [
     "CONFIDENCE",
+    "OPTIMUM",
     "PA",
     "LMOutcome",
     "LMSetup",
@@ -48,6 +49,7 @@ __all__ = [
     "MDPOutcome",
     "MDPSetup",
     "first_wrong_step",
+    "lm_task",
     "prepare_mc",
     "reference_model",
     "run_lm_seed",
@@ -57,6 +59,8 @@ __all__ = [
 #: The same pattern the task's verifier uses for the final line.
 _ANSWER = re.compile(r"^\s*Answer:\s*(-?\d+)\s*$", re.IGNORECASE)
 PA = "progress-advantage"
+#: The KL-regularised optimum's value per prompt, estimated from reference samples.
+OPTIMUM = "KL-optimal policy (MC estimate)"
 CONFIDENCE = ("mean-logprob", "self-certainty", "bottom10-confidence")
 
 
@@ -168,6 +172,23 @@ class LMSetup:
     temperature: float = 1.0
     max_new_tokens: int = 48
     batch_size: int = 128
+    # "toy" (bare "3+4*2=" prompts, for the SFT'd toy reference) or "instructed" (the same
+    # problems with the format spelled out, for a pretrained instruct model: demo --real).
+    task: str = "toy"
+    # Also estimate the KL-regularised optimum's value per objective prompt from the
+    # reference's samples, V*(x) = beta log E_ref exp(r/beta), and the policy's gap to it.
+    objective_gap: bool = False
+
+
+def lm_task(setup: LMSetup) -> Any:
+    """The arithmetic task of the LM arm (:attr:`LMSetup.task`)."""
+    from progress_advantage.toy import instructed_task, toy_task
+
+    if setup.task == "toy":
+        return toy_task()
+    if setup.task == "instructed":
+        return instructed_task()
+    raise ValueError(f"unknown LM task {setup.task!r}")
 
 
 def first_wrong_step(task: Any, example: Any, completion: str) -> int | None:
@@ -198,8 +219,13 @@ def reference_model(setup: LMSetup, progress: bool = True) -> tuple[Any, Any]:
 
     if setup.model is not None:
         from paperstack.checkpoint import load_pretrained
+        from paperstack.llm import prepare_tokenizer
 
-        return load_pretrained(setup.model, tiny.load)
+        model, tok = load_pretrained(setup.model, tiny.load)
+        # A base model (GPT-2) has no chat template and no pad token: the core's transcript
+        # template and EOS padding let it be sampled, rolled out, RL-trained and scored alike.
+        prepare_tokenizer(tok, need_chat_template=True, name=setup.model, chat_template="fallback")
+        return model, tok
     task = FlawedArithmetic()
     if setup.cached:
         return tiny.pretrained(setup.preset, (task,), steps=setup.sft_steps, progress=progress)
@@ -291,9 +317,8 @@ def prepare_mc(reference: Any, tok: Any, setup: LMSetup, seed: int) -> MCData:
     """One reference sample for each of ``mc_trajectories`` test problems and ``mc_rollouts``
     reference continuations of each of its step prefixes (independent of any policy)."""
     from progress_advantage.soft_advantage import StepPrefixes, rollout_rewards
-    from progress_advantage.toy import toy_task
 
-    task: Any = toy_task()
+    task: Any = lm_task(setup)
     examples = task.generate(setup.mc_trajectories, seed=50_000 + seed, split="test")
     data = _label(
         task,
@@ -425,9 +450,9 @@ def run_lm_seed(
     from progress_advantage.policy import train_rl_policy
     from progress_advantage.prm import ProcessRewardModel
     from progress_advantage.scoring import LogRatioScorer, progress_advantage
-    from progress_advantage.toy import toy_task
+    from progress_advantage.soft_advantage import soft_value
 
-    task: Any = toy_task()
+    task: Any = lm_task(setup)
     test_ex = task.generate(setup.n_test, seed=seed, split="test")
     val_ex = task.generate(setup.n_val, seed=10_000 + seed, split="test")
     prm_ex = task.generate(setup.n_prm, seed=20_000 + seed, split="train")
@@ -475,6 +500,11 @@ def run_lm_seed(
     for beta in setup.betas:
         settings = RLSettings(**{**setup.rl.__dict__, "beta": beta})
         policy, rl = train_rl_policy(reference, tok, task, settings, seed=seed)
+        if hasattr(policy, "merge_and_unload"):
+            # A LoRA policy (demo --real) becomes a plain model (the adapter folded into a
+            # copy of the base; the reference is untouched): the same log-probabilities, and
+            # the merged-reference baseline can average it with the reference weight by weight.
+            policy = policy.merge_and_unload()
         log(
             f"  seed {seed}, beta {beta}: RLOO {rl.steps} steps "
             f"({'plateau' if rl.plateaued else 'step cap'}), objective "
@@ -498,6 +528,15 @@ def run_lm_seed(
                 kl = 0.0 if obj_scored[i] is None else float(obj_scored[i].log_ratio.sum())
                 values.append(float(obj.success[i]) - beta * kl)
             j_pol[f"{seed}:{q}"] = float(np.mean(values))
+
+        # The optimum's value on the same prompts, from the reference's own samples there
+        # (r is 0/1; a log-mean-exp of m samples underestimates V* a little, never over).
+        optimum: dict[str, dict[str, float]] = {}
+        if setup.objective_gap:
+            optimum[OPTIMUM] = {
+                f"{seed}:{q}": float(soft_value(obj_ref.success[g].astype(float), beta))
+                for q, g in enumerate(obj_ref.groups)
+            }
 
         # A process reward model on the toy's own step labels (policy rollouts, train split).
         prm_data = _label(
@@ -526,7 +565,7 @@ def run_lm_seed(
         )
         outcomes[beta] = BetaOutcome(
             rl=rl,
-            objective={"RL policy": j_pol, "reference": ref_objective},
+            objective={"RL policy": j_pol, "reference": ref_objective, **optimum},
             mc_spearman=rho,
             mc_pairs=int(flat_pa.size),
             test=test,

@@ -65,6 +65,15 @@ class RLSettings:
     max_steps: int = 80
     window: int = 10
     plateau_tol: float = 0.01
+    # A user's own (larger) model: bf16 autocast, gradient accumulation (the step's
+    # prompts_per_step x num_generations completions split into this many micro-batches; one
+    # optimizer step and one logged J per generation batch, so the plateau rule is unchanged)
+    # and LoRA through peft (the reference is then the base with the adapter switched off, as
+    # the scorer's reference=None path assumes). The demo's toy policy uses none of them.
+    bf16: bool = False
+    gradient_accumulation_steps: int = 1
+    lora_r: int | None = None
+    lora_alpha: int | None = None
 
 
 @dataclass
@@ -169,6 +178,41 @@ def train_rl_policy(
         raise ProgressAdvantageError(
             f"RL beta must be > 0 (KL-regularised RL), got {settings.beta}"
         )
+    from paperstack.llm import prepare_tokenizer
+
+    # trl renders the conversational prompts with the chat template and pads batches: a base
+    # model's tokenizer (GPT-2: neither) gets the core's transcript template and EOS padding,
+    # the same format TransformersChat samples in, instead of a traceback deep inside trl.
+    prepare_tokenizer(
+        tokenizer,
+        need_chat_template=True,
+        name=str(getattr(reference, "name_or_path", "") or "reference"),
+        chat_template="fallback",
+    )
+    batch = settings.prompts_per_step * settings.num_generations
+    accum = settings.gradient_accumulation_steps
+    if accum < 1 or batch % accum:
+        raise ProgressAdvantageError(
+            f"gradient accumulation steps {accum} must divide the {batch} completions of a step "
+            f"(prompts per step x generations)"
+        )
+    peft_config = None
+    if settings.lora_r is not None:
+        try:
+            from peft import LoraConfig
+        except ImportError:
+            raise ProgressAdvantageError(
+                "LoRA needs the peft extra: pip install 'progress-advantage[peft]'"
+            ) from None
+        peft_config = LoraConfig(
+            r=settings.lora_r,
+            lora_alpha=settings.lora_alpha or 2 * settings.lora_r,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+    # trl is handed a copy that points at a temporary folder; a saved adapter must name the
+    # reference's own folder (or hub id) as its base, or it could not be loaded again.
+    base_name = str(getattr(reference.config, "_name_or_path", "") or "")
     rule = PlateauStop(settings, on_step)
     with tempfile.TemporaryDirectory(dir=workdir, prefix="pa-rl-") as tmp:
         ref_dir = os.path.join(tmp, "reference")
@@ -186,7 +230,8 @@ def train_rl_policy(
             warnings.simplefilter("ignore", FutureWarning)
             config = RLOOConfig(
                 output_dir=os.path.join(tmp, "out"),
-                per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
+                per_device_train_batch_size=batch // accum,
+                gradient_accumulation_steps=accum,
                 num_generations=settings.num_generations,
                 max_completion_length=settings.max_completion_length,
                 max_steps=settings.max_steps,
@@ -209,7 +254,7 @@ def train_rl_policy(
                 save_strategy="no",
                 use_cpu=True,
                 disable_tqdm=True,
-                bf16=False,
+                bf16=settings.bf16,
                 dataloader_num_workers=0,
             )
         logging.getLogger("transformers").setLevel(logging.ERROR)
@@ -221,6 +266,7 @@ def train_rl_policy(
                 args=config,
                 train_dataset=dataset,
                 processing_class=tokenizer,
+                peft_config=peft_config,
                 callbacks=[rule.callback(), *callbacks],
             )
             trainer.remove_callback(PrinterCallback)  # our callback reports progress instead
@@ -232,6 +278,8 @@ def train_rl_policy(
         if save_to is not None:
             trainer.accelerator.wait_for_everyone()
             if trainer.accelerator.is_main_process:
+                for adapter in (getattr(model, "peft_config", None) or {}).values():
+                    adapter.base_model_name_or_path = base_name
                 model.save_pretrained(save_to)
                 tokenizer.save_pretrained(save_to)
             trainer.accelerator.wait_for_everyone()

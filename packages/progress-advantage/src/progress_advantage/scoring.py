@@ -118,31 +118,106 @@ def _token_steps(
     return np.where(ok, idx, -1)
 
 
+def _apply_template(tokenizer: Any, msgs: list[dict[str, Any]]) -> str:
+    """The tokenizer's chat template, or the core's fallback transcript template for a tokenizer
+    without one (GPT-2): the same ``"User: ...\\nAssistant: ..."`` text that
+    :class:`paperstack.llm.TransformersChat` and trl generate from, so a base model is scored on
+    the format it was sampled and trained in. The tokenizer is not changed."""
+    if getattr(tokenizer, "chat_template", None):
+        return str(tokenizer.apply_chat_template(msgs, tokenize=False))
+    from paperstack.llm import FALLBACK_CHAT_TEMPLATE
+
+    return str(
+        tokenizer.apply_chat_template(msgs, tokenize=False, chat_template=FALLBACK_CHAT_TEMPLATE)
+    )
+
+
+def _content_variants(content: str) -> list[tuple[int, int]]:
+    """Spans ``[a, b)`` of ``content`` a template may write instead of the whole of it, widest
+    first: the whole, then with surrounding whitespace or newlines trimmed (Llama-3 trims every
+    message, Qwen3 strips leading newlines of an answer). Each is a substring of the original,
+    so a character of the content maps to the rendering by one shift."""
+    spans = [(0, len(content))]
+    for trimmed in (
+        content.strip(),
+        content.lstrip(),
+        content.rstrip(),
+        content.strip("\n"),
+        content.lstrip("\n"),
+        content.rstrip("\n"),
+    ):
+        if not trimmed:
+            continue
+        a = content.find(trimmed)
+        if (a, a + len(trimmed)) not in spans:
+            spans.append((a, a + len(trimmed)))
+    return spans
+
+
+def _message_windows(
+    tokenizer: Any, msgs: list[dict[str, Any]], text: str
+) -> list[tuple[int, int]]:
+    """The character window of the full rendering ``text`` that each message's turn occupies.
+
+    Rendered incrementally, the way trl locates assistant turns: the conversation up to message
+    ``j`` is rendered, and where that rendering is a prefix of the full one, message ``j`` lies
+    between the end of the rendering without it and the end of the rendering with it. This keeps
+    a short message ("4") from matching inside a template's own text (a header, a date) before
+    its turn. A template whose partial renderings are not prefixes of the full one (or that
+    refuses a partial conversation) leaves the window open on that side.
+    """
+    ends: list[int | None] = []
+    for j in range(len(msgs) + 1):
+        try:
+            part = _apply_template(tokenizer, msgs[:j])
+        except Exception:  # a template may refuse an empty or partial conversation
+            ends.append(None)
+            continue
+        ends.append(len(part) if text.startswith(part) else None)
+    windows: list[tuple[int, int]] = []
+    for j in range(len(msgs)):
+        after = ends[j + 1]
+        windows.append((ends[j] or 0, len(text) if after is None else after))
+    return windows
+
+
 def _render(tokenizer: Any, traj: Trajectory) -> tuple[str, np.ndarray, np.ndarray]:
     """The conversation as the model sees it, and the character span of every step in it.
 
-    The chat template writes message contents verbatim, so each message is found in the
-    rendered text in order; a template that rewrites contents is refused.
+    Each message is looked for inside its own turn's window (:func:`_message_windows`), first
+    verbatim, then trimmed of surrounding whitespace (templates that trim contents, Llama-3's);
+    a step's span is shifted by where the message landed and clipped to the part the template
+    kept (a step made only of trimmed whitespace scores no token). A template that rewrites a
+    message beyond trimming is refused in one line.
     """
     msgs = [dict(m) for m in traj.messages]
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(msgs, tokenize=False)
-    else:
-        text = "\n".join(m["content"] for m in msgs)
-    offsets: list[int] = []
+    text = _apply_template(tokenizer, msgs)
+    windows = _message_windows(tokenizer, msgs, text)
+    shift: list[int] = []
+    kept: list[tuple[int, int]] = []
     cursor = 0
     for j, m in enumerate(msgs):
-        at = text.find(m["content"], cursor)
-        if at < 0:
+        content = str(m["content"])
+        lo, hi = max(windows[j][0], cursor), windows[j][1]
+        for a, b in _content_variants(content):
+            at = text.find(content[a:b], lo, hi) if b > a else lo
+            if at >= 0:
+                shift.append(at - a)
+                kept.append((a, b))
+                cursor = at + (b - a)
+                break
+        else:
             raise ProgressAdvantageError(
-                f"trajectory {traj.id or '<no id>'}: message {j} does not appear verbatim in the "
-                "chat template's rendering; cannot locate its steps"
+                f"trajectory {traj.id or '<no id>'}: message {j} does not appear in the chat "
+                "template's rendering, verbatim or trimmed of whitespace; cannot locate its steps"
             )
-        offsets.append(at)
-        cursor = at + len(m["content"])
-    starts = np.array([offsets[s.message] + s.start for s in traj.steps], dtype=np.int64)
-    ends = np.array([offsets[s.message] + s.end for s in traj.steps], dtype=np.int64)
-    return str(text), starts, ends
+    starts, ends = [], []
+    for s in traj.steps:
+        a, b = kept[s.message]
+        lo_c, hi_c = min(max(s.start, a), b), max(min(s.end, b), a)
+        starts.append(shift[s.message] + lo_c)
+        ends.append(shift[s.message] + max(hi_c, lo_c))
+    return text, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
 
 
 def _step_end_features(hidden: np.ndarray, step: np.ndarray, n_steps: int) -> np.ndarray:
@@ -211,7 +286,8 @@ class LogRatioScorer:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.pad_token_id = int(pad)
 
-    def _encode(self, traj: Trajectory) -> tuple[list[int], np.ndarray]:
+    def encode(self, traj: Trajectory) -> tuple[list[int], np.ndarray]:
+        """The token ids of ``traj``'s rendering and each token's step (-1 for context)."""
         text, starts, ends = _render(self.tokenizer, traj)
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
@@ -241,7 +317,7 @@ class LogRatioScorer:
         """
         import torch
 
-        encoded = [self._encode(t) for t in trajectories]
+        encoded = [self.encode(t) for t in trajectories]
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i][0]))
         out: list[TokenScores | None] = [None] * len(encoded)
         self.policy.eval()

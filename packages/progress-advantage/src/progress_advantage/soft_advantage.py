@@ -93,10 +93,13 @@ def rollout_rewards(
     sampled after the chat prompt and the prefix text (the assistant turn so far), and the
     reward is the verifier's verdict on prefix + continuation.
     """
-    from paperstack.llm import TransformersChat
+    from paperstack.llm import TransformersChat, ensure_chat_template
 
     if m < 1:
         raise ProgressAdvantageError(f"rollouts per prefix must be >= 1, got {m}")
+    # The prefixes continue an assistant turn rendered by the chat template; a base model's
+    # tokenizer (GPT-2) gets the core's transcript template, as the samples were drawn in.
+    ensure_chat_template(tokenizer, name="reference")
     chat = TransformersChat(reference, tokenizer, batch_size=batch_size, name="reference")
     heads = {
         p: tokenizer.apply_chat_template(

@@ -61,6 +61,8 @@ __all__ = [
     "TOY_MAX_OPS",
     "TOY_MIN_OPS",
     "FlawedArithmetic",
+    "InstructedArithmetic",
+    "instructed_task",
     "is_flaw_site",
     "toy_task",
 ]
@@ -79,6 +81,39 @@ SFT_STEPS = 800
 def toy_task() -> Arithmetic:
     """The task RL, evaluation and the verifier use: ``Arithmetic`` with the toy's sizes."""
     return Arithmetic(min_ops=TOY_MIN_OPS, max_ops=TOY_MAX_OPS, max_operand=TOY_MAX_OPERAND)
+
+
+#: The real-model arm's prompt: an instruct model has never seen the toy's bare ``"3+4*2="``
+#: format, so the problem comes with the solution format and one worked example (the format the
+#: verifier and the step segmentation read: one ``a op b=c`` line per operation, then
+#: ``Answer: N``).
+INSTRUCTION = (
+    "Solve the problem step by step. Write one operation per line as a op b=c, doing "
+    "multiplications first and then left to right, and end with a line 'Answer: N'.\n"
+    "Example problem: 2+3*4=\n3*4=12\n2+12=14\nAnswer: 14\n"
+    "Problem: {expression}="
+)
+
+
+@dataclass(frozen=True)
+class InstructedArithmetic(Arithmetic):
+    """The toy's problems (two operations over 1..6) with :data:`INSTRUCTION` as the prompt,
+    for a pretrained instruct model used as the reference with no SFT (``demo --real``)."""
+
+    name: ClassVar[str] = "instructed-arithmetic"
+    min_ops: int = TOY_MIN_OPS
+    max_ops: int = TOY_MAX_OPS
+    max_operand: int = TOY_MAX_OPERAND
+
+    def make(self, tokens: Sequence[int | str]) -> Example:
+        gold = super().make(tokens)
+        prompt = INSTRUCTION.format(expression=gold.meta["expression"])
+        return Example(self.name, prompt, gold.answer, gold.meta)
+
+
+def instructed_task() -> Arithmetic:
+    """The real-model arm's task (:class:`InstructedArithmetic`)."""
+    return InstructedArithmetic()
 
 
 def is_flaw_site(a: int, op: str, b: int) -> bool:
