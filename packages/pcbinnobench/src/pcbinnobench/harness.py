@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paperstack.llm import ChatModel
+from paperstack.llm.base import LLMError
 from pcbinnobench.errors import PcbBenchError
 from pcbinnobench.tasks import Task
 from pcbinnobench.tools import Sandbox, tool_help, tree_digest
@@ -129,11 +130,15 @@ def run_episode(
     seed: int | None = None,
     observer: Callable[[Sandbox, int], None] | None = None,
     keep_transcript: bool = False,
+    stop_on_model_error: bool = False,
 ) -> Episode:
     """One episode of ``agent`` on ``task`` at prompt ``level`` (objective or guided).
 
     ``observer(sandbox, step)`` is called after every tool call (tests use it to play an
     outside process editing the sandbox; it must not be used to help an agent).
+    ``stop_on_model_error``: a model call that fails ends the episode (``stop: model error``)
+    instead of raising; for a local model whose context a long episode can fill, never for a
+    served one, whose failure (a dead server, a wrong model name) the user must see.
     """
     budget = budget or Budget()
     prompt = task.prompt(level)
@@ -155,12 +160,19 @@ def run_episode(
             if ep.prompt_tokens + ep.completion_tokens >= budget.max_tokens:
                 ep.stop = "budget: tokens"
                 break
-            answer = agent.generate(
-                [list(messages)],
-                max_new_tokens=budget.max_new_tokens,
-                temperature=temperature,
-                seed=seed,
-            )[0][0]
+            try:
+                answer = agent.generate(
+                    [list(messages)],
+                    max_new_tokens=budget.max_new_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                )[0][0]
+            except LLMError as exc:
+                if not stop_on_model_error:  # an unreachable server is the user's to fix
+                    raise
+                # a local model whose context the conversation outgrew: the episode ends
+                ep.stop = f"model error: {str(exc).splitlines()[0][:200]}"
+                break
             ep.calls += 1
             pt, ct = (
                 getattr(answer, "prompt_tokens", None),

@@ -13,7 +13,9 @@ no check compares bytes with it). :func:`validate` runs, on an agent's final wor
   not name keeps its place, rotation, footprint, value and nets;
 - **cross-artifact**: schematic references, values and footprints equal the board's, and the
   schematic's nets equal the board's pad nets, compared as graphs (the partitions of pins
-  into nets, plus the names of named nets);
+  into nets, plus the names of named nets, named as KiCad names them: ``/OUT`` for a local
+  label, ``/Power/VIN`` in a sub-sheet, ``GND`` for a power or global net; sub-sheets are
+  followed, see :func:`pcbinnobench.design.schematic_from_tree`);
 - **DRC**: the pure-Python clearance and unconnected-pad rules (:mod:`pcbinnobench.drc`);
 - **kicad-cli** DRC/ERC: run where installed; ``skipped`` where not, and a skipped check is
   reported as skipped, never as passed.
@@ -59,6 +61,7 @@ FAMILIES = {
     "sch_field": "task",
     "unchanged": "task",
     "position": "task",
+    "netlist_matches_truth": "task",
     "cross_artifact": "cross_artifact",
     "drc": "drc",
     "kicad_cli_drc": "kicad_cli",
@@ -181,7 +184,7 @@ def validate(workspace: str | Path, hidden: str | Path) -> ValidationResult:
                 board = design.board_from_tree(trees[kind], path.name)
             else:
                 trees[kind] = design.read_tree(path, "kicad_sch")
-                sch = design.schematic_from_tree(trees[kind], path.name)
+                sch = design.schematic_from_tree(trees[kind], path.name, directory=ws)
             add(_ok(f"parseable:{path.name}", True))
         except (PcbBenchError, ValueError, UnicodeDecodeError) as exc:
             add(_ok(f"parseable:{path.name}", False, str(exc)[:300]))
@@ -195,6 +198,9 @@ def validate(workspace: str | Path, hidden: str | Path) -> ValidationResult:
     orig_board = design.load_board(orig_dir / f"{project}.kicad_pcb")
     orig_sch = design.load_schematic(orig_dir / f"{project}.kicad_sch")
     for kind in spec.get("changed", []):
+        if str(kind).startswith("file:"):  # any project file, e.g. a sub-sheet
+            add(_changed_file(ws, orig_dir, str(kind)[5:]))
+            continue
         ext = {"pcb": "kicad_pcb", "sch": "kicad_sch"}[kind]
         if kind not in trees:
             add(_ok(f"changed:{kind}", False, "file missing or unparseable"))
@@ -207,7 +213,7 @@ def validate(workspace: str | Path, hidden: str | Path) -> ValidationResult:
                 "unchanged in meaning" if _canonical(trees[kind]) == _canonical(before) else "",
             )
         )
-    context = _Context(ws, files, board, sch, orig_board, orig_sch)
+    context = _Context(ws, files, board, sch, orig_board, orig_sch, hid)
     for i, check in enumerate(spec["checks"]):
         check_kind = check.get("kind") if isinstance(check, dict) else None
         runner = _RUNNERS.get(str(check_kind))
@@ -218,7 +224,7 @@ def validate(workspace: str | Path, hidden: str | Path) -> ValidationResult:
         try:
             add(runner(context, check))
         except PcbBenchError as exc:
-            add(Check(_name(check), "failed", str(exc)[:300]))
+            add(Check(check_name(check), "failed", str(exc)[:300]))
     return result
 
 
@@ -230,6 +236,7 @@ class _Context:
     sch: Schematic | None
     orig_board: Board
     orig_sch: Schematic
+    hidden: Path
 
     def need_board(self) -> Board:
         if self.board is None:
@@ -242,7 +249,24 @@ class _Context:
         return self.sch
 
 
-def _name(check: dict[str, Any]) -> str:
+def _changed_file(ws: Path, orig_dir: Path, rel: str) -> Check:
+    """``changed:file:<path>``: a file the task must change differs from the original in
+    meaning (a KiCad file's tree), or in bytes for any other file."""
+    name = f"changed:{rel}"
+    new, old = ws / rel, orig_dir / rel
+    if not new.is_file():
+        return _ok(name, False, "file missing")
+    kind = {".kicad_sch": "kicad_sch", ".kicad_pcb": "kicad_pcb"}.get(new.suffix)
+    if kind is None:
+        return _ok(name, new.read_bytes() != old.read_bytes(), "unchanged")
+    try:
+        same = _canonical(design.read_tree(new, kind)) == _canonical(design.read_tree(old, kind))
+    except PcbBenchError as exc:
+        return _ok(name, False, str(exc)[:300])
+    return _ok(name, not same, "unchanged in meaning" if same else "")
+
+
+def check_name(check: dict[str, Any]) -> str:
     kind = str(check.get("kind"))
     ref = check.get("ref") or "/".join(map(str, check.get("a", []) + check.get("b", [])))
     return f"{kind}:{ref}" if ref else kind
@@ -254,7 +278,7 @@ def _pad_distance(c: _Context, check: dict[str, Any]) -> Check:
     b = board.footprint(check["b"][0]).pad(str(check["b"][1]))
     d = math.hypot(a.x - b.x, a.y - b.y)
     limit = float(check["max_mm"])
-    return _ok(_name(check), d <= limit, f"{d:.2f} mm (limit {limit:g} mm)")
+    return _ok(check_name(check), d <= limit, f"{d:.2f} mm (limit {limit:g} mm)")
 
 
 def _pad_nets(c: _Context, check: dict[str, Any]) -> Check:
@@ -264,7 +288,7 @@ def _pad_nets(c: _Context, check: dict[str, Any]) -> Check:
         for p, net in check["pads"].items()
         if fp.pad(p).net != net
     ]
-    return _ok(_name(check), not bad, "; ".join(bad))
+    return _ok(check_name(check), not bad, "; ".join(bad))
 
 
 def _pin_nets(c: _Context, check: dict[str, Any]) -> Check:
@@ -276,7 +300,7 @@ def _pin_nets(c: _Context, check: dict[str, Any]) -> Check:
         for p, net in check["pins"].items()
         if nets.get((check["ref"], p)) != net
     ]
-    return _ok(_name(check), not bad, "; ".join(bad))
+    return _ok(check_name(check), not bad, "; ".join(bad))
 
 
 def _component(c: _Context, check: dict[str, Any]) -> Check:
@@ -290,7 +314,32 @@ def _component(c: _Context, check: dict[str, Any]) -> Check:
         d = math.hypot(fp.x - check["near"][0], fp.y - check["near"][1])
         if d > float(check.get("tol_mm", 0.5)):
             bad.append(f"{d:.2f} mm from ({check['near'][0]}, {check['near'][1]})")
-    return _ok(_name(check), not bad, "; ".join(bad))
+    if "rotation" in check:
+        off = abs((fp.rotation - float(check["rotation"]) + 180) % 360 - 180)
+        if off > float(check.get("rot_tol_deg", ROTATION_TOL)):
+            bad.append(f"rotation {fp.rotation:g} != {check['rotation']}")
+    return _ok(check_name(check), not bad, "; ".join(bad))
+
+
+def _netlist_matches_truth(c: _Context, check: dict[str, Any]) -> Check:
+    """The schematic's netlist (every sheet) equals the ground truth's: the same parts with
+    the same values and footprints, the same partition of pins into nets and the same names
+    of named nets. This is what the official subset's ``netlist_export`` check means, without
+    its hash of kicad-cli's export (which also changes with timestamps and sheet order)."""
+    sch = c.need_sch()
+    root = c.hidden / "ground_truth" / c.files["sch"].name
+    truth = design.load_schematic(root)
+    diffs = []
+    mine, theirs = sch.parts(), truth.parts()
+    diffs += [f"{r} missing" for r in sorted(set(theirs) - set(mine))]
+    diffs += [f"{r} not in the ground truth" for r in sorted(set(mine) - set(theirs))]
+    for ref in sorted(set(mine) & set(theirs)):
+        a, b = mine[ref], theirs[ref]
+        if (a.value, a.footprint, a.lib_id) != (b.value, b.footprint, b.lib_id):
+            diffs.append(f"{ref} is {a.lib_id} {a.value} {a.footprint}, expected "
+                         f"{b.lib_id} {b.value} {b.footprint}")  # fmt: skip
+    diffs += net_partition_diff(sch.nets, truth.nets, ("netlist", "ground truth"))
+    return _ok("netlist_matches_truth", not diffs, "; ".join(diffs[:8]))
 
 
 def _sch_field(c: _Context, check: dict[str, Any]) -> Check:
@@ -298,7 +347,7 @@ def _sch_field(c: _Context, check: dict[str, Any]) -> Check:
     value = {"Value": sym.value, "Footprint": sym.footprint}.get(check["field"])
     if value is None:
         raise PcbBenchError(f"sch_field: unsupported field {check['field']!r}")
-    return _ok(_name(check), value == check["value"], f"{check['field']} = {value}")
+    return _ok(check_name(check), value == check["value"], f"{check['field']} = {value}")
 
 
 def _unchanged(c: _Context, check: dict[str, Any]) -> Check:
@@ -353,6 +402,7 @@ def _graph(groups: dict[str, frozenset[tuple[str, str]]]) -> nx.Graph:
 def net_partition_diff(
     sch_nets: dict[str, frozenset[tuple[str, str]]],
     board_nets: dict[str, frozenset[tuple[str, str]]],
+    sides: tuple[str, str] = ("schematic", "board"),
 ) -> list[str]:
     """Where the schematic's and the board's connectivity differ, as graphs.
 
@@ -361,6 +411,7 @@ def net_partition_diff(
     a named schematic net's name must be the board net's name (auto names ``Net-(...)`` may
     differ: KiCad and this reader name unnamed nets differently)."""
     out = []
+    a, b = sides
     gs, gb = _graph(sch_nets), _graph(board_nets)
 
     def parts(g: nx.Graph) -> dict[frozenset[Any], set[str]]:
@@ -373,13 +424,13 @@ def net_partition_diff(
 
     ps, pb = parts(gs), parts(gb)
     for pins in sorted(set(ps) - set(pb), key=sorted):
-        out.append(f"schematic net {sorted(ps[pins])[0]} ({len(pins)} pins) is not a board net")
+        out.append(f"{a} net {sorted(ps[pins])[0]} ({len(pins)} pins) is not a {b} net")
     for pins in sorted(set(pb) - set(ps), key=sorted):
-        out.append(f"board net {sorted(pb[pins])[0]} ({len(pins)} pins) is not a schematic net")
+        out.append(f"{b} net {sorted(pb[pins])[0]} ({len(pins)} pins) is not a {a} net")
     for pins in set(ps) & set(pb):
         named = {x for x in ps[pins] if not x.startswith("Net-(")}
         if named and not named & pb[pins]:
-            out.append(f"net {sorted(named)[0]} is called {sorted(pb[pins])[0]} on the board")
+            out.append(f"net {sorted(named)[0]} is called {sorted(pb[pins])[0]} on the {b}")
     return out
 
 
@@ -433,6 +484,7 @@ _RUNNERS: dict[str, Callable[[_Context, dict[str, Any]], Check]] = {
     "sch_field": _sch_field,
     "unchanged": _unchanged,
     "cross_artifact": _cross,
+    "netlist_matches_truth": _netlist_matches_truth,
     "drc": _drc,
     "kicad_cli_drc": _cli("kicad_cli_drc"),
     "kicad_cli_erc": _cli("kicad_cli_erc"),
