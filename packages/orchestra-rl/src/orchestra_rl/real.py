@@ -18,7 +18,6 @@ seeds, the method's gated on the premise measured on these same agents.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import time
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from paperstack.contract import Report, Run
-from paperstack.llm.serve import ServerProcess, TransformersServer
 
 __all__ = ["REAL", "REAL_QUICK", "run_real", "served_smollm2"]
 
@@ -52,70 +50,17 @@ SYSTEMS = ("single_shot", "random_broadcast", "self_consistency", "fixed_complet
            "fixed_ring", "orchestra_rl")  # fmt: skip
 
 
-class _VLLMAt(ServerProcess):
-    """``vllm serve`` run by another interpreter (vLLM's CPU build has its own environment)."""
-
-    name = "vllm serve"
-    stop_timeout = 30.0
-
-    def __init__(self, python: str, model: str, log_path: Path) -> None:
-        super().__init__(model, timeout=600.0, log_path=log_path)
-        self.python = python
-
-    def command(self) -> list[str]:
-        from paperstack.llm import serve
-
-        return [
-            self.python, "-c", serve._VLLM_CLI, "serve", self.model, "--host", self.host,
-            "--port", str(self.port), "--enforce-eager", "--max-model-len", "2048",
-            "--dtype", "float32",
-        ]  # fmt: skip
-
-    def default_env(self) -> dict[str, str]:
-        return {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-
-
-def _vllm_python() -> str | None:
-    named = os.environ.get("PAPERSTACK_VLLM_PYTHON")
-    if named:
-        return named
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / ".nox" / "vllm" / "bin" / "python"
-        if candidate.exists():
-            return str(candidate)
-    return None
-
-
 @contextmanager
 def served_smollm2(workdir: Path) -> Iterator[tuple[str, str, str]]:
     """``(base_url, model, engine)`` of SmolLM2-135M-Instruct served on 127.0.0.1 for the
-    block: ``vllm serve`` when an interpreter with vLLM is found, else ``transformers serve``
-    of a copy whose generation config samples."""
-    import json
-
+    block, by the core's :func:`paperstack.llm.serve.served`: ``vllm serve`` when an interpreter
+    with vLLM is found, else ``transformers serve`` of a copy whose generation config samples."""
     from paperstack import models
+    from paperstack.llm.serve import served
 
     path = Path(models.model_path("smollm2-135m-instruct"))
-    python = _vllm_python()
-    server: ServerProcess
-    if python is not None:
-        server = _VLLMAt(python, str(path), workdir / "vllm.log")
-        engine = "vllm serve"
-    else:
-        copy = workdir / "smollm2-sampling"
-        if not copy.exists():
-            copy.mkdir(parents=True)
-            for f in path.iterdir():
-                if f.name != "generation_config.json":
-                    (copy / f.name).symlink_to(f)
-            gen = json.loads((path / "generation_config.json").read_text())
-            gen.update({"do_sample": True, "temperature": 1.0, "top_p": 1.0})
-            (copy / "generation_config.json").write_text(json.dumps(gen))
-        server = TransformersServer(copy, timeout=600.0, log_path=workdir / "serve.log")
-        engine = "transformers serve"
-    with server:
-        yield server.base_url, server.model, engine
+    with served(path, workdir) as server:
+        yield server.base_url, server.model, server.name
 
 
 def run_real(run: Run) -> Report:
