@@ -264,6 +264,29 @@ def test_design_history_parses_the_section_and_refuses_typos() -> None:
     assert "not available" in pre.history_section(None, "demo")
 
 
+def test_changes_recorded_after_a_run_are_listed_apart() -> None:
+    """A report refreshed by ``paperstack collect`` says which design changes came after its
+    run (dated after the day it started): they are not in its results."""
+    from types import SimpleNamespace
+
+    changes = pre.design_history(CHANGELOG)  # 2026-11-30 bench, 2026-12-01 demo
+    late = pre.Change("2026-12-03", "demo", "claim", "a claim added after the run")
+    run = SimpleNamespace(manifest=SimpleNamespace(started="2026-12-01T10:00:00+00:00"))
+    later = pre.changes_since(run, [*changes, late])
+    assert later == [late]  # the same day as the run counts as before it
+    text = pre.history_section([*changes, late], "demo", later=later)
+    before, _, after = text.partition("**Recorded after this run**")
+    assert "2026-12-01 (margin)" in before
+    assert "2026-12-03" not in before
+    assert "2026-12-03 (claim): a claim added after the run" in after
+    only_late = pre.history_section([late], "demo", later=[late])
+    assert "No change of design" in only_late
+    assert "Recorded after this run" in only_late
+    assert "Recorded after" not in pre.history_section(changes, "demo")
+    undated = SimpleNamespace(manifest=SimpleNamespace(started=""))
+    assert pre.changes_since(undated, [late]) == []
+
+
 def test_collect_refreshes_derived_sections_of_older_reports(tmp_path: Path) -> None:
     """A report written before the core gained a section gets it from ``paperstack collect``
     without rerunning the demo; the intro and figures it had are kept."""

@@ -515,24 +515,46 @@ def changelog_for(anchor: Anchor) -> Path | None:
     return None
 
 
-def history_section(changes: Sequence[Change] | None, command: str) -> str:
-    """The report's ``## Design history`` section for ``command``."""
+def history_section(
+    changes: Sequence[Change] | None, command: str, *, later: Sequence[Change] = ()
+) -> str:
+    """The report's ``## Design history`` section for ``command``: the changes this run came
+    after, and (``later``: recorded since the run, so not in its results; what ``paperstack
+    collect`` finds) the changes a rerun would apply."""
     head = "## Design history\n\n"
     if changes is None:
         return head + "_not available: the package ran from an install without its CHANGELOG_\n"
-    mine = [c for c in changes if c.command == command]
+    after = [c for c in later if c.command == command]
+    mine = [c for c in changes if c.command == command and c not in after]
     if not mine:
-        return head + (
+        text = head + (
             f"No change of design, seeds, margins, claims or statistics of `{command}` after an "
             "earlier run is recorded in the package's CHANGELOG.\n"
         )
-    lines = [f"- {c.date} ({c.kind}): {c.text}" for c in mine]
-    return head + (
-        "Changes made after an earlier run of this command (from the package's CHANGELOG); "
-        "a run after a change marked exploratory does not confirm its claims:\n\n"
-        + "\n".join(lines)
-        + "\n"
-    )
+    else:
+        lines = [f"- {c.date} ({c.kind}): {c.text}" for c in mine]
+        text = head + (
+            "Changes made after an earlier run of this command (from the package's CHANGELOG); "
+            "a run after a change marked exploratory does not confirm its claims:\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
+    if after:
+        lines = [f"- {c.date} ({c.kind}): {c.text}" for c in after]
+        text += (
+            "\n**Recorded after this run** (not in these results: the command must be rerun "
+            "to reflect them):\n\n" + "\n".join(lines) + "\n"
+        )
+    return text
+
+
+def changes_since(results: Any, changes: Sequence[Change]) -> list[Change]:
+    """The entries of ``changes`` dated after the day the run of ``results`` started: recorded
+    since, so not in its results. By date, not by the CHANGELOG at the run's revision, because
+    a history may be written down after the fact (its entries dated when the change was made);
+    an entry of the run's own day counts as before it."""
+    day = (results.manifest.started or "")[:10]
+    return [c for c in changes if day and c.date > day]
 
 
 def history_for(anchor: Anchor, command: str) -> str:

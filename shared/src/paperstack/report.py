@@ -262,7 +262,12 @@ def refresh_report(md: Path, res: Results, repo: Path | None) -> bool:
     history (read from the package's CHANGELOG in ``repo``). Only reports written by
     :func:`write_report` (a ``## Claims`` and a ``## Run`` section) are touched; returns
     whether the file changed."""
-    from paperstack.preregistration import design_history, history_section, preregistration_section
+    from paperstack.preregistration import (
+        changes_since,
+        design_history,
+        history_section,
+        preregistration_section,
+    )
 
     text = md.read_text(encoding="utf-8")
     if "\n## Claims\n" not in text or "\n## Run\n" not in text:
@@ -273,7 +278,10 @@ def refresh_report(md: Path, res: Results, repo: Path | None) -> bool:
     changelog = _changelog(repo, res.manifest.package) if repo is not None else None
     if command is not None and changelog is not None:
         changes = design_history(changelog.read_text(encoding="utf-8"), str(changelog))
-        new = _replace_section(new, "Design history", history_section(changes, command))
+        later = changes_since(res, changes)
+        new = _replace_section(
+            new, "Design history", history_section(changes, command, later=later)
+        )
     if new == text:
         return False
     atomic_write(md, new)
