@@ -134,16 +134,3 @@ def test_bad_arguments_are_one_line_errors(kwargs, message):
 def test_vocabulary_mismatch_is_named():
     with pytest.raises(OPCTError, match="one vocabulary"):
         token_divergence(torch.zeros(2, 5), torch.zeros(2, 6))
-
-
-def test_readme_examples_run(micro_path):
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
-    assert len(blocks) == 2
-    for block in blocks:
-        namespace: dict = {}
-        exec(compile(block, "README.md", "exec"), namespace)
-    assert namespace["result"].steps == 2

@@ -10,6 +10,9 @@
 - ``opct sweep --out DIR``: the validation run made before the reported demo: the base
   model's premise on validation items, and both methods over the same learning-rate grid at
   the validation seed; writes ``DIR/sweep.json`` and prints the chosen rates.
+- ``opct train --model M --pairs FILE.jsonl --out DIR``: OPCT on your own model and
+  contrastive pairs (bf16, gradient accumulation, LoRA, an EMA teacher passed through to trl),
+  saved as a model folder (:mod:`opct.train`).
 - ``opct pairs --out FILE``: write the toy world's training pairs as JSONL (the format
   ``demo --pairs`` and :func:`opct.load_pairs` read).
 
@@ -58,6 +61,10 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
                    "`opct sweep` on a validation seed)")  # fmt: skip
     p.add_argument("--opct-lr", type=positive_float, default=None, help="OPCT's learning rate")
     p.add_argument("--sft-lr", type=positive_float, default=None, help="SFT's learning rate")
+    p.add_argument("--real", action="store_true",
+                   help="the real-model arm instead (opct.real): SmolLM2-135M-Instruct (or "
+                   "--model), its sycophancy, refusals and jailbreak wrappers measured first, "
+                   "then OPCT vs SFT with LoRA")  # fmt: skip
 
 
 def _configured(run: Run) -> Any:
@@ -81,8 +88,11 @@ def _configured(run: Run) -> Any:
 
 @cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=3, model=MODEL_HELP, devices=("cpu",))
 def demo(run: Run) -> Report:
-    """OPCT against SFT consistency training and the base model (see :mod:`opct.demo`)."""
+    """OPCT against SFT consistency training and the base model (see :mod:`opct.demo`), or
+    with ``--real`` on a real instruct model (:mod:`opct.real`)."""
     _threads()
+    if run.args.real:
+        return _real_demo(run)
     from opct import demo as d
     from opct.pairs import load_pairs
     from opct.world import AlignmentWorld
@@ -160,6 +170,49 @@ def demo(run: Run) -> Report:
                   config=config_out)  # fmt: skip
 
 
+def _real_demo(run: Run) -> Report:
+    """``demo --real`` (:mod:`opct.real`): premise on the base, then OPCT vs SFT per seed."""
+    import dataclasses
+
+    from opct import real
+    from opct.errors import OPCTError
+    from paperstack.contract import check_model
+
+    for flag in ("pairs", "opct_lr", "sft_lr"):
+        if getattr(run.args, flag) is not None:
+            raise OPCTError(f"--{flag.replace('_', '-')}: not used by --real (see opct.real)")
+    config = real.REAL_QUICK if run.quick else real.REAL
+    changes = {name: value for name, value in (
+        ("steps", run.args.steps), ("batch_size", run.args.batch_size),
+        ("learning_rate", run.args.lr)) if value is not None}  # fmt: skip
+    config = dataclasses.replace(config, **changes)
+    model = run.model or str(check_model("smollm2-135m-instruct"))
+    result = real.run(model, config, run.seeds, run.device, log=run.log)
+    rows = real.rows_for(result["base"], result["trained"], run.seeds)
+    from paperstack.records import Row
+
+    for method, per_seed in result["seconds"].items():
+        rows.append(Row.from_seeds(method, "train_seconds", per_seed, split="seeds", unit="s"))
+    claims = real.claims_for(rows)
+    population = result["base"]["population"]
+    intro = (
+        ("**--quick smoke run: three items of each kind and one training step; nothing is "
+         "measured here.** " if run.quick else "")
+        + f"Real-model arm on {run.model or 'SmolLM2-135M-Instruct'}: the premise measured on "
+        "the base first (greedy): knowledge questions answered without pressure, a wrong "
+        "user cue under held-out templates on the ones it answers correctly "
+        f"({len(population['known'])} items), forbidden requests asked plainly and, for the "
+        f"ones it refuses ({len(population['refused'])}), under held-out and training "
+        f"wrapper families. Then per seed ({', '.join(map(str, run.seeds))}) OPCT and SFT "
+        f"(BCT) each train a LoRA (r={config.lora_r}) from the base for {config.steps} steps "
+        f"of {config.batch_size} train-part pairs at lr {config.learning_rate:g}, evaluated "
+        "on the same test populations, paired by seed. Rows of split `base` are the base's "
+        "proportions (Wilson); each claim names the premise it rests on."
+    )  # fmt: skip
+    return Report(rows, claims, title="opct: demo --real", intro=intro,
+                  config=result["config"] | {"model": model, "real": True})  # fmt: skip
+
+
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=3, help="steps per timed call")
     # 7 rounds (6 with --quick): a median's order-statistic 95% interval needs at least 6.
@@ -209,6 +262,52 @@ def sweep_command(args: argparse.Namespace) -> int:
         print(f"{method}: chosen lr {info['chosen']}")
     print(out / "sweep.json")
     return 0
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="model folder, hub id or preset (smollm2-135m-instruct)")  # fmt: skip
+    p.add_argument("--pairs", type=Path, required=True,
+                   help='JSONL, one pair a line: {"prompt": wrapped, "clean": same request'
+                   ' without the wrapper[, "kind": ..., "meta": {...}]}')  # fmt: skip
+    p.add_argument("--out", type=Path, required=True, help="folder for the trained model")
+    p.add_argument("--steps", type=positive_int, default=100, help="optimiser steps")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="pairs per micro-batch")
+    p.add_argument(
+        "--grad-accum",
+        type=positive_int,
+        default=1,
+        help="micro-batches per optimiser step (trl: gradient_accumulation_steps)",
+    )
+    p.add_argument("--lr", type=positive_float, default=None, dest="learning_rate",
+                   help="learning rate (default 1e-5, or 5e-5 with --lora-r)")  # fmt: skip
+    p.add_argument("--max-completion-length", type=positive_int, default=64,
+                   help="longest sampled response, in tokens")  # fmt: skip
+    p.add_argument("--temperature", type=positive_float, default=1.0, help="sampling temperature")
+    p.add_argument("--divergence", choices=("reverse", "forward", "jsd"), default="reverse")
+    p.add_argument("--top-k", type=positive_int, default=None,
+                   help="divergence over the K likeliest tokens plus a tail bucket")  # fmt: skip
+    p.add_argument("--bf16", action="store_true", help="bf16 mixed precision (trl's bf16)")
+    p.add_argument("--lora-r", type=positive_int, default=None,
+                   help="train a LoRA adapter of this rank (peft; merged at save)")  # fmt: skip
+    p.add_argument("--lora-alpha", type=positive_int, default=None, help="default 2 x rank")
+    p.add_argument("--teacher", choices=("initial", "ema"), default="initial",
+                   help="initial: the frozen starting model (the paper's); ema: a moving "
+                   "average of the student (trl SDFT's option; not with --lora-r)")  # fmt: skip
+    p.add_argument("--teacher-update-rate", type=positive_float, default=0.05,
+                   help="EMA rate α with --teacher ema")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="training seed")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+
+
+@cli.command("train", "OPCT on your own model and contrastive pairs; saves the model",
+             _train_arguments)  # fmt: skip
+def train_command(args: argparse.Namespace) -> int:
+    """Every input checked before the model loads, then train and save (:mod:`opct.train`)."""
+    _threads()
+    from opct.train import command
+
+    return command(args)
 
 
 def _pairs_arguments(p: argparse.ArgumentParser) -> None:

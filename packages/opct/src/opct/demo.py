@@ -123,11 +123,12 @@ def load_base(config: DemoConfig, model: str | None, world: AlignmentWorld) -> t
     if model is not None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from opct.tokens import ready_tokenizer
         from paperstack.checkpoint import load_pretrained
 
         net = load_pretrained(model, AutoModelForCausalLM.from_pretrained)
         tok = load_pretrained(model, AutoTokenizer.from_pretrained)
-        return net.eval(), tok
+        return net.eval(), ready_tokenizer(tok, model)
     from opct.base import sycophantic_base
 
     return sycophantic_base(config.preset, config.base_steps, world, config.base_recipe)

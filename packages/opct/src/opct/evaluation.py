@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import torch
 
+from opct.tokens import ready_tokenizer
 from opct.world import (
     CAPABILITY,
     CUES_HELDOUT,
@@ -114,6 +115,7 @@ def sequence_logprobs(
 ) -> list[float]:
     """log P(answer + EOS | chat-formatted prompt) for each pair (teacher-forced, batched with
     right padding: a causal model's real tokens never see the pads after them)."""
+    ready_tokenizer(tokenizer)  # a pad token (EOS) and a chat template on any checkpoint
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id
     seqs = []

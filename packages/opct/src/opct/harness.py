@@ -22,6 +22,7 @@ import torch
 
 from opct.errors import OPCTError
 from opct.pairs import Pair, check_lengths
+from opct.tokens import cut_at_next_turn, ready_tokenizer
 from opct.trainer import OPCTConfig, OPCTTrainer, context_length
 
 __all__ = [
@@ -50,9 +51,17 @@ class TrainSettings:
     top_k: int | None = None
     device: str = "cpu"
     logging_steps: int = 10
+    #: bf16 mixed precision (trl's ``bf16``); off by default because the toy's CPU runs are
+    #: fp32, a flag rather than a constant so a GPU run can turn it on.
+    bf16: bool = False
+    #: micro-batches of ``batch_size`` per optimiser step (trl's
+    #: ``gradient_accumulation_steps``); OPCT generates for the whole step at once, so every
+    #: micro-batch is still on-policy.
+    grad_accum: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "max_completion_length", "logging_steps"):
+        for name in ("steps", "batch_size", "max_completion_length", "logging_steps",
+                     "grad_accum"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise OPCTError(f"{name}={value!r}: must be an integer >= 1")
@@ -114,9 +123,10 @@ def _common(settings: TrainSettings, output_dir: str) -> dict[str, Any]:
         "output_dir": output_dir,
         "max_steps": settings.steps,
         "per_device_train_batch_size": settings.batch_size,
+        "gradient_accumulation_steps": settings.grad_accum,
         "learning_rate": settings.learning_rate,
         "seed": settings.seed,
-        "bf16": False,
+        "bf16": settings.bf16,
         _CHECKPOINTING: False,
         "use_cpu": settings.device == "cpu",
         "report_to": "none",
@@ -126,6 +136,19 @@ def _common(settings: TrainSettings, output_dir: str) -> dict[str, Any]:
         "log_level": "error",
         "dataloader_num_workers": 0,
     }
+
+
+def opct_config(settings: TrainSettings, output_dir: str, **config: Any) -> OPCTConfig:
+    """The ``OPCTConfig`` of ``settings`` (``config``: further ``OPCTConfig`` fields)."""
+    return OPCTConfig(
+        **_common(settings, output_dir),
+        max_completion_length=settings.max_completion_length,
+        temperature=settings.temperature,
+        opct_divergence=settings.divergence,
+        opct_top_k=settings.top_k,
+        shuffle_dataset=True,
+        **config,
+    )
 
 
 def _quiet(trainer: Any) -> Any:
@@ -157,16 +180,9 @@ def train_opct(
 ) -> TrainResult:
     """OPCT on ``pairs`` for ``settings.steps`` steps of ``settings.batch_size`` pairs, each
     answered once, on-policy, at ``settings.temperature`` (the model trains in place)."""
+    ready_tokenizer(tokenizer)
     with tempfile.TemporaryDirectory(prefix="opct-") as tmp:
-        args = OPCTConfig(
-            **_common(settings, output_dir or tmp),
-            max_completion_length=settings.max_completion_length,
-            temperature=settings.temperature,
-            opct_divergence=settings.divergence,
-            opct_top_k=settings.top_k,
-            shuffle_dataset=True,
-            **config,
-        )
+        args = opct_config(settings, output_dir or tmp, **config)
         trainer = OPCTTrainer(
             model,
             args=args,
@@ -195,7 +211,9 @@ def sample_responses(
     batch_size: int = 64,
 ) -> list[str]:
     """One response per prompt through the chat template (sampled; ``temperature=0``: greedy),
-    left-padded batches, decoded without special tokens. Deterministic by ``seed``."""
+    left-padded batches, decoded without special tokens (cut at the next ``"\\nUser:"`` turn
+    where the checkpoint has no chat template of its own). Deterministic by ``seed``."""
+    ready_tokenizer(tokenizer)
     texts = [
         tokenizer.apply_chat_template(
             [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
@@ -226,7 +244,8 @@ def sample_responses(
                     **(sampling if temperature > 0 else {"do_sample": False}),
                 )
                 new = gen[:, enc["input_ids"].shape[1] :]
-                out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+                decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
+                out.extend(cut_at_next_turn(tokenizer, text) for text in decoded)
     finally:
         tokenizer.padding_side = side
     return out
@@ -272,6 +291,7 @@ def train_bct(
     import datasets
     from trl import SFTConfig, SFTTrainer
 
+    ready_tokenizer(tokenizer)
     if targets is None:
         targets = bct_targets(
             model,

@@ -21,6 +21,15 @@ clean prompt. Two overrides carry that change, nothing else:
 The teacher is π_θ₀, the model as it was at construction: the same model with its peft adapter
 disabled when training a LoRA (no second copy), else a frozen deep copy made here, or a
 ``teacher_model`` the caller passes (it must share the student's vocabulary and tokenizer).
+
+Of trl's SDFT options (``trl.experimental.sdft``), two were considered: its EMA teacher is
+``OPCTConfig.opct_teacher="ema"`` (the copy follows the student, teacher ← (1-α) teacher +
+α student, every ``opct_teacher_sync_steps`` steps; not with a LoRA's adapter-off teacher,
+which has no weights of its own); its importance-sampling clipping does not apply: trl's
+``DistillationTrainer`` generates one batch per optimiser step and splits it into the
+gradient-accumulation micro-batches, all sampled from the policy before that step, so the
+ratio it would clip is 1. A tokenizer without pad token or chat template (Mistral, GPT-2) gets
+EOS padding and the core's fallback template (:func:`opct.tokens.ready_tokenizer`).
 """
 
 from __future__ import annotations
@@ -32,16 +41,20 @@ from typing import Any
 
 import torch
 from accelerate.utils import is_peft_model
-from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel, TrainerCallback
 from trl import DistillationConfig, DistillationTrainer
+from trl.trainer.callbacks import SyncRefModelCallback
 from trl.trainer.utils import pad, use_adapter
 
 from opct.errors import OPCTError
 from opct.loss import DIVERGENCES, consistency_divergence
+from opct.tokens import ready_tokenizer
 
 __all__ = ["OPCTConfig", "OPCTTrainer", "context_length"]
 
 TEACHER_KEYS = ("teacher_prompt_ids", "teacher_prompt_mask")
+#: What the teacher is: the frozen initial model, or an EMA of the student (see OPCTConfig).
+TEACHERS = ("initial", "ema")
 
 
 @dataclass
@@ -71,6 +84,20 @@ class OPCTConfig(DistillationConfig):
     opct_jsd_mix: float = field(
         default=0.5, metadata={"help": "λ of the generalised JSD (opct_divergence='jsd')."}
     )
+    opct_teacher: str = field(
+        default="initial",
+        metadata={
+            "help": "'initial': the frozen initial model (the paper's π_θ₀); 'ema': a copy "
+            "that follows the student by an exponential moving average (trl's SDFT option)."
+        },
+    )
+    opct_teacher_update_rate: float = field(
+        default=0.05,
+        metadata={"help": "With opct_teacher='ema': α in teacher ← (1-α) teacher + α student."},
+    )
+    opct_teacher_sync_steps: int = field(
+        default=1, metadata={"help": "With opct_teacher='ema': optimiser steps between updates."}
+    )
 
     def __post_init__(self) -> None:
         if self.opct_divergence not in DIVERGENCES:
@@ -82,6 +109,18 @@ class OPCTConfig(DistillationConfig):
             or self.opct_top_k < 1
         ):  # fmt: skip
             raise OPCTError(f"opct_top_k={self.opct_top_k!r}: must be None or an integer >= 1")
+        if self.opct_teacher not in TEACHERS:
+            raise OPCTError(
+                f"opct_teacher={self.opct_teacher!r}: must be one of {', '.join(TEACHERS)}"
+            )
+        if not 0.0 < self.opct_teacher_update_rate <= 1.0:
+            raise OPCTError(
+                f"opct_teacher_update_rate={self.opct_teacher_update_rate!r}: must be in (0, 1]"
+            )
+        if isinstance(self.opct_teacher_sync_steps, bool) or self.opct_teacher_sync_steps < 1:
+            raise OPCTError(
+                f"opct_teacher_sync_steps={self.opct_teacher_sync_steps!r}: must be >= 1"
+            )
         if not 0.0 < self.opct_jsd_mix < 1.0:
             raise OPCTError(f"opct_jsd_mix={self.opct_jsd_mix!r}: must be in (0, 1)")
         if self.beta != 1.0:
@@ -173,6 +212,26 @@ def _check_tokenizers(student: Any, teacher: Any) -> None:
         )
 
 
+class _EMATeacher(TrainerCallback):
+    """``opct_teacher='ema'``: after every ``opct_teacher_sync_steps`` optimiser steps the
+    teacher moves towards the student, teacher ← (1-α) teacher + α student, with trl's own
+    ``SyncRefModelCallback.sync_target_model`` (what trl's SDFT trainer uses for its EMA
+    teacher; ZeRO-3 aware)."""
+
+    def __init__(self, trainer: OPCTTrainer) -> None:
+        self.trainer = trainer
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step % args.opct_teacher_sync_steps != 0:
+            return
+        unwrap = self.trainer.accelerator.unwrap_model
+        SyncRefModelCallback.sync_target_model(
+            unwrap(self.trainer.model),
+            unwrap(self.trainer.teacher_model),
+            args.opct_teacher_update_rate,
+        )
+
+
 class OPCTTrainer(DistillationTrainer):
     """On-Policy Consistency Training (see the module docstring for what is overridden).
 
@@ -207,6 +266,9 @@ class OPCTTrainer(DistillationTrainer):
 
             init = args.model_init_kwargs if isinstance(args.model_init_kwargs, dict) else {}
             model = load_pretrained(str(model), AutoModelForCausalLM.from_pretrained, **init)
+        for tokenizer in (processing_class, teacher_processing_class):
+            if tokenizer is not None and hasattr(tokenizer, "pad_token"):
+                ready_tokenizer(tokenizer)  # EOS pads; the core's fallback chat template
         _check_tokenizers(processing_class, teacher_processing_class)
         if teacher_model is not None and _vocab_size(teacher_model) != _vocab_size(model):
             raise OPCTError(
@@ -219,6 +281,11 @@ class OPCTTrainer(DistillationTrainer):
         self._teacher_is_adapter_off = teacher_model is None and (
             peft_config is not None or is_peft_model(model)
         )
+        if args.opct_teacher == "ema" and self._teacher_is_adapter_off:
+            raise OPCTError(
+                "opct_teacher='ema' with LoRA: the teacher is the adapter-disabled model, which "
+                "has no weights of its own to average; train without LoRA or pass teacher_model"
+            )
         if teacher_model is None and not self._teacher_is_adapter_off:
             teacher_model = copy.deepcopy(model)  # π_θ₀: frozen before the first update
         if teacher_model is not None:
@@ -235,6 +302,8 @@ class OPCTTrainer(DistillationTrainer):
             optimizers=optimizers,
             peft_config=peft_config,
         )
+        if args.opct_teacher == "ema":
+            self.add_callback(_EMATeacher(self))
 
     # ------------------------------------------------------------------ rollout side
 
