@@ -49,8 +49,16 @@ def test_compress_missing_input_and_directory_output_are_one_line(tmp_path, caps
                                    "--out", str(tmp_path / "o")])  # fmt: skip
     assert "nope.jsonl" in err
     src = _jsonl(tmp_path / "in.jsonl", {"question": "1+1=", "cot": "Answer: 2", "answer": "2"})
-    err = _one_line_error(capsys, ["compress", "--input", str(src), "--out", str(tmp_path)])
+    (tmp_path / "d.jsonl").mkdir()
+    err = _one_line_error(capsys, ["compress", "--input", str(src), "--out",
+                                   str(tmp_path / "d.jsonl")])  # fmt: skip
     assert "is a directory" in err
+    err = _one_line_error(capsys, ["compress", "--data", str(src), "--out", str(src)])
+    assert "is the input file" in err
+    (tmp_path / "plain").write_text("")
+    err = _one_line_error(capsys, ["compress", "--data", str(src), "--out",
+                                   str(tmp_path / "plain")])  # fmt: skip
+    assert "is a file, expected a directory" in err
 
 
 def test_traces_command_writes_jsonl_the_loader_reads(tmp_path):
@@ -94,7 +102,7 @@ def test_compress_refuses_a_cot_beyond_the_step_limit(tmp_path, capsys):
     src = _jsonl(tmp_path / "in.jsonl", {"question": "1+1=", "cot": "x\n" * (MAX_STEPS + 1),
                                          "answer": "2"})  # fmt: skip
     err = _one_line_error(capsys, ["compress", "--input", str(src), "--out", str(tmp_path / "o")])
-    assert f"in.jsonl: line 1: the CoT has more than {MAX_STEPS} steps" in err
+    assert f"in.jsonl: line 1: field 'cot': the CoT has more than {MAX_STEPS} steps" in err
 
 
 def test_compress_refuses_a_5000_digit_number_in_one_line(tmp_path, capsys):

@@ -15,6 +15,10 @@ CLAIMS = {
     "minpath_beats_random_drop",
     "minpath_beats_tokenskip",
     "minpath_beats_length_budget",
+} | {
+    f"minpath_beats_{b}_at_{r}pct"
+    for b in ("truncation", "random_drop", "tokenskip", "length_budget")
+    for r in (30,)  # --quick draws only the 0.3 point; the full demo adds 0.5, 0.7, 0.9
 }
 
 
@@ -37,6 +41,38 @@ def test_demo_quick_writes_every_claim_the_issue_names(quick):
     row = results.row("minpath", "accuracy", "seeds")
     assert sorted(row.seeds) == ["0", "1", "2"]  # per-seed values: claims are paired
     assert (quick / "report.md").read_text().startswith("# minpath")
+
+
+def test_demo_quick_draws_each_baselines_accuracy_vs_ratio_curve(quick):
+    """Issue #51: the baselines were shown only at MinPath's own ratio (about 0.22, where they
+    collapse); each is now trained (length-budget: decoded) along a curve of token ratios and
+    MinPath is judged against the curve points, per seed."""
+    results = load_results(quick / "results.json")
+    for b in ("truncation", "random-drop", "tokenskip", "length-budget"):
+        ratios: list[float] = []
+        row = results.row(f"{b}@0.3", "accuracy", "seeds")
+        assert sorted(row.seeds) == ["0", "1", "2"]
+        if b != "length-budget":
+            ratios.append(results.row(f"{b}@0.3", "train_token_ratio", "seeds").value)
+            ratios.append(results.row(b, "train_token_ratio", "seeds").value)
+            assert ratios[0] > ratios[1]  # the curve point keeps more than MinPath's ratio
+    claim = next(c for c in results.claims if c.id == "minpath_beats_tokenskip_at_30pct")
+    assert claim.requires == ("premise_raw_model_solves_task",)
+    assert "Accuracy-vs-ratio curves" in (quick / "report.md").read_text()
+
+
+def test_curve_sets_keep_more_of_each_trace_as_the_ratio_grows():
+    from minpath.demo import QUICK, compress_traces, curve_sets
+    from minpath.traces import verbose_traces
+
+    comp = compress_traces(verbose_traces(20, seed=3), QUICK.task)
+    sets = curve_sets(comp, 0, (0.3, 0.5, 0.7, 0.9))
+    raw = sum(len(t.cot) for t in comp.traces)
+    for b in ("truncation", "random-drop", "tokenskip"):
+        kept = [sum(map(len, sets[f"{b}@{r:g}"])) / raw for r in (0.3, 0.5, 0.7, 0.9)]
+        assert kept == sorted(kept), (b, kept)
+        assert kept[0] < 0.45, (b, kept)
+        assert kept[-1] > 0.75, (b, kept)
 
 
 def _one_line_error(capsys, argv):

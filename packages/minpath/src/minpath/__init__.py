@@ -11,28 +11,35 @@ from minpath.errors import CycleError, MinPathError
 from minpath.finetune import Generation, SFTSettings, TrainResult, generate, sft
 from minpath.graph import (
     Compression,
+    Equation,
     ModelTyper,
     RuleTyper,
     Step,
     build_graph,
     compress,
+    cot_answer,
     derivable,
     min_path,
+    parse_equations,
+    parse_number,
     render,
     segment,
     typed_steps,
 )
+from minpath.natural import NaturalCoT, load_natural, score_natural
 from minpath.traces import GoldTrace, Record, TraceStyle, load_jsonl, verbose_traces
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Compression",
     "CycleError",
+    "Equation",
     "Generation",
     "GoldTrace",
     "MinPathError",
     "ModelTyper",
+    "NaturalCoT",
     "Record",
     "RuleTyper",
     "SFTSettings",
@@ -42,11 +49,16 @@ __all__ = [
     "__version__",
     "build_graph",
     "compress",
+    "cot_answer",
     "derivable",
     "generate",
     "load_jsonl",
+    "load_natural",
     "min_path",
+    "parse_equations",
+    "parse_number",
     "render",
+    "score_natural",
     "segment",
     "sft",
     "typed_steps",

@@ -39,7 +39,7 @@ __all__ = ["ACCURACY_TOLERANCE", "answer_gap", "extraction_mismatches", "run_ben
 ACCURACY_TOLERANCE = 0.10
 
 
-def _parse(question: str, cot: str) -> tuple[int, list[tuple[Any, Any]], int | None]:
+def _parse(question: str, cot: str) -> tuple[int, list[tuple[Any, Any]], Any]:
     """The reference: steps and dependency graph of one CoT, and its final answer."""
     steps = graph.typed_steps(cot)
     g = graph.build_graph(question, steps)
@@ -119,7 +119,7 @@ def run_bench(run: Run, threads: int) -> Report:
         def answers(name: str) -> Any:
             model, tok = models[name]
 
-            def call() -> list[int | None]:
+            def call() -> list[Any]:
                 gens, _ = generate(model, tok, prompts, max_new_tokens=config.max_new_tokens)
                 tokens[name] = float(sum(g.tokens for g in gens))
                 return [g.answer for g in gens]

@@ -7,8 +7,11 @@
   few steps: it measures nothing).
 - ``minpath bench --out DIR``: graph extraction throughput (CoTs/s), and generated tokens and
   generation time of the MinPath model over the raw model (ratios, paired per repeat).
-- ``minpath compress --input FILE --out FILE``: MinPath of your own ``{"question", "cot",
-  "answer"}`` JSONL; each line records whether it was compressed or why it fell back.
+- ``minpath compress --data FILE --out DIR``: MinPath of your own ``{"question", "cot",
+  "answer"}`` JSONL into ``DIR/compressed.jsonl`` (each row's ``status``: compressed, or kept
+  and why) and ``DIR/summary.json``.
+- ``minpath train --model M --data FILE --out DIR``: trl SFT of any causal LM on the MinPath
+  traces of that JSONL (bf16, gradient accumulation, LoRA flags passed through).
 - ``minpath traces --out FILE``: write the toy world's verbose CoTs as that JSONL.
 
 The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--device``,
@@ -105,7 +108,12 @@ def demo(run: Run) -> Report:
         "decodes the raw model within the "
         f"matched budget. Evaluation: {config.test} held-out problems, greedy. Rows of split "
         "`seeds` are per seed (paired by seed); tokens are the toy tokenizer's (one per "
-        "character). Toy scale on a shared 2-core CPU. " + d.premise_note(claims)
+        "character). Each token-budget baseline is also trained (length-budget: decoded) at "
+        f"token ratios {', '.join(f'{r:g}' for r in config.curve_ratios)}, its "
+        "accuracy-vs-ratio curve; MinPath is claimed to beat each at "
+        f"{' and '.join(f'{r:g}' for r in d.CLAIM_RATIOS)}. "
+        + d.curve_summary(rows, config.curve_ratios) + " Toy scale on a shared 2-core CPU. "
+        + d.premise_note(claims)
     )  # fmt: skip
     fallbacks = {s: per_seed[s]["fallbacks"] for s in run.seeds}
     samples = {name: per_seed[run.seeds[0]]["systems"][name]["sample"] for name in d.SYSTEMS}
@@ -134,40 +142,176 @@ def bench(run: Run) -> Report:
 
 
 def _compress_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", type=Path, required=True,
-                   help='JSONL of {"question", "cot", "answer"[, "edges"]} lines')  # fmt: skip
-    p.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
+    p.add_argument("--data", "--input", dest="data", type=Path, required=True,
+                   help='JSONL of {"question", "cot", "answer"[, "edges"]} lines '
+                        "(--input is the 0.2 spelling)")  # fmt: skip
+    p.add_argument("--out", type=Path, required=True,
+                   help="a directory for compressed.jsonl and summary.json (a path ending in "
+                        ".jsonl writes that one file, as in 0.2)")  # fmt: skip
+
+
+def compress_rows(records: list[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """MinPath of each of a user's records: one output row each (the text to train on, the
+    kept steps, and ``status``: ``compressed`` or ``kept: <why>``), and a summary. A record's
+    error (a dependency cycle, a number beyond the limit) is one :class:`MinPathError` naming
+    its file, line and field."""
+    from minpath.errors import MinPathError
+    from minpath.graph import compress, parse_number
+
+    rows = []
+    before = after = 0
+    for r in records:
+        try:
+            answer = parse_number(r.answer)
+        except MinPathError as exc:
+            raise MinPathError(f"{r.where}: field 'answer': {exc}") from None
+        try:
+            c = compress(r.question, r.cot, gold_answer=answer, extra_edges=r.edges)
+        except MinPathError as exc:
+            field = "edges" if "cycle" in str(exc) or "edge (" in str(exc) else "cot"
+            raise MinPathError(f"{r.where}: field {field!r}: {exc}") from None
+        before, after = before + len(r.cot), after + len(c.text)
+        status = "compressed" if c.compressed else f"kept: {c.fallback}"
+        if answer is None and c.compressed:
+            status += " (the answer is not a number: not checked against it)"
+        rows.append({"question": r.question, "answer": r.answer, "status": status} | c.to_dict())
+    done = sum(row["fallback"] is None for row in rows)
+    summary = {"rows": len(rows), "compressed": done, "kept": len(rows) - done,
+               "char_ratio": after / max(1, before)}  # fmt: skip
+    return rows, summary
 
 
 @cli.command("compress", "MinPath of your own CoTs (JSONL in, JSONL out)", _compress_arguments)
 def compress_command(args: argparse.Namespace) -> int:
     from minpath.errors import MinPathError
-    from minpath.graph import compress
     from minpath.traces import load_jsonl
     from paperstack.records import atomic_write
 
-    records = load_jsonl(args.input)
-    if args.out.is_dir():
+    if args.out.suffix != ".jsonl" and args.out.exists() and not args.out.is_dir():
+        raise MinPathError(f"--out {args.out}: is a file, expected a directory (or a .jsonl path)")
+    if args.out.suffix == ".jsonl" and args.out.is_dir():
         raise MinPathError(f"--out {args.out}: is a directory, expected a file")
-    lines = []
-    fallbacks = 0
-    before = after = 0
-    for r in records:
-        try:
-            answer = int(r.answer.strip())
-        except ValueError:
-            answer = None
-        try:
-            c = compress(r.question, r.cot, gold_answer=answer, extra_edges=r.edges)
-        except MinPathError as exc:
-            raise MinPathError(f"{r.where}: {exc}") from None
-        fallbacks += not c.compressed
-        before, after = before + len(r.cot), after + len(c.text)
-        lines.append(json.dumps({"question": r.question, "answer": r.answer} | c.to_dict()))
-    atomic_write(args.out, "\n".join(lines) + "\n")
+    if args.out.resolve() == args.data.resolve():
+        raise MinPathError(f"--out {args.out}: is the input file (it would be overwritten)")
+    records = load_jsonl(args.data)
+    rows, summary = compress_rows(records)
+    text = "\n".join(json.dumps(row) for row in rows) + "\n"
+    if args.out.suffix == ".jsonl":
+        target = args.out
+        atomic_write(target, text)
+    else:
+        args.out.mkdir(parents=True, exist_ok=True)
+        target = args.out / "compressed.jsonl"
+        atomic_write(target, text)
+        atomic_write(args.out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    done = f"{summary['compressed']} compressed, {summary['kept']} kept as they were"
     print(
-        f"{args.out}: {len(records)} CoTs, {len(records) - fallbacks} compressed, "
-        f"{fallbacks} kept as they were; {after / max(1, before):.2f} of the characters"
+        f"{target}: {summary['rows']} CoTs, {done}; {summary['char_ratio']:.2f} of the characters"
+    )
+    return 0
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    from paperstack.contract import check_model, positive_float
+
+    flags: dict[str, dict[str, Any]] = {
+        "--model": {"type": check_model, "required": True,
+                    "help": "a local model folder, hub id or paperstack preset (any causal LM; "
+                            "without a chat template the core's fallback template is used)"},
+        "--data": {"type": Path, "required": True,
+                   "help": 'JSONL of {"question", "cot", "answer"} lines'},
+        "--out": {"type": Path, "required": True,
+                  "help": "directory for the fine-tuned model, compressed.jsonl, train.json"},
+        "--steps": {"type": positive_int, "default": 100, "help": "optimizer steps (100)"},
+        "--batch-size": {"type": positive_int, "default": 4, "help": "rows per step (4)"},
+        "--grad-accum": {"type": positive_int, "default": 1,
+                         "help": "gradient accumulation steps (1)"},
+        "--lr": {"type": positive_float, "default": 2e-5, "help": "learning rate (2e-5)"},
+        "--max-length": {"type": positive_int, "default": None,
+                         "help": "truncate rows to this many tokens (default: the context)"},
+        "--bf16": {"action": "store_true", "help": "bf16 mixed precision"},
+        "--lora-r": {"type": positive_int, "default": None,
+                     "help": "train a LoRA adapter of this rank (minpath[peft]), merged on save"},
+        "--lora-alpha": {"type": positive_int, "default": None, "help": "default 2 * rank"},
+        "--lora-dropout": {"type": float, "default": 0.0, "help": "default 0"},
+        "--lora-targets": {"default": "all-linear",
+                           "help": "comma-separated module names, or all-linear (default)"},
+        "--raw": {"action": "store_true",
+                  "help": "train on the uncompressed CoTs (the raw-trace baseline)"},
+        "--seed": {"type": seed_int, "default": 0, "help": "training seed (0)"},
+        "--device": {"default": "cpu", "help": "cpu (default), cuda, cuda:N"},
+    }  # fmt: skip
+    for flag, options in flags.items():
+        p.add_argument(flag, **options)
+
+
+@cli.command("train", "fine-tune a model (trl SFT) on the MinPath traces of your JSONL",
+             _train_arguments)  # fmt: skip
+def train_command(args: argparse.Namespace) -> int:
+    """Compress a user's CoTs, then trl SFT of ``--model`` on (question, MinPath CoT); rows that
+    cannot be compressed train on their original CoT (counted in train.json)."""
+    from minpath.errors import MinPathError
+    from minpath.traces import load_jsonl
+    from paperstack.contract import check_device
+
+    if args.out.exists() and not args.out.is_dir():
+        raise MinPathError(f"--out {args.out}: is a file, expected a directory")
+    if args.out.is_dir() and not os.access(args.out, os.W_OK | os.X_OK):
+        raise MinPathError(f"--out {args.out}: the folder is not writable")
+    device = check_device(args.device)
+    records = load_jsonl(args.data)  # a bad row is refused before the heavy imports
+    rows, summary = compress_rows(records)
+    _threads()
+    from minpath.finetune import SFTSettings, prepare, sft
+    from paperstack import tiny
+    from paperstack.records import atomic_write
+
+    pairs = [(r.question, r.cot if args.raw else row["text"])
+             for r, row in zip(records, rows, strict=True)]  # fmt: skip
+    peft_config = None
+    if args.lora_r is not None:
+        try:
+            from peft import LoraConfig
+        except ImportError:
+            raise MinPathError("--lora-r needs peft: pip install 'minpath[peft]'") from None
+        targets = args.lora_targets
+        peft_config = LoraConfig(
+            r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
+            lora_dropout=args.lora_dropout, task_type="CAUSAL_LM",
+            target_modules=targets if targets == "all-linear" else targets.split(","),
+        )  # fmt: skip
+    model, tok = tiny.load(args.model)
+    model.to(device)  # type: ignore[arg-type]
+    fallback = prepare(tok, str(args.model))
+    settings = SFTSettings(steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr,
+                           seed=args.seed, device="cpu" if device == "cpu" else device,
+                           logging_steps=max(1, min(10, args.steps)))  # fmt: skip
+    extra: dict[str, Any] = {"gradient_accumulation_steps": args.grad_accum, "bf16": args.bf16}
+    if args.max_length is not None:
+        extra["max_length"] = args.max_length
+    result = sft(model, tok, pairs, settings, peft_config=peft_config, **extra)
+    trained = result.extra["trainer"].model
+    if peft_config is not None:
+        trained = trained.merge_and_unload()
+    args.out.mkdir(parents=True, exist_ok=True)
+    trained.save_pretrained(args.out / "model")
+    tok.save_pretrained(args.out / "model")
+    atomic_write(args.out / "compressed.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    report = {
+        "model": str(args.model), "rows": len(pairs), "trained_on": "raw" if args.raw else
+        "minpath", "compression": summary, "fallback_chat_template": fallback,
+        "steps": result.steps, "losses": result.losses, "seconds": result.seconds,
+        "settings": dataclasses.asdict(settings) | extra | {
+            "lora": None if args.lora_r is None else {"r": args.lora_r,
+            "alpha": args.lora_alpha or 2 * args.lora_r, "dropout": args.lora_dropout,
+            "targets": args.lora_targets}},
+    }  # fmt: skip
+    atomic_write(args.out / "train.json", json.dumps(report, indent=2) + "\n")
+    print(
+        f"{args.out / 'model'}: {result.steps} steps on {len(pairs)} rows "
+        f"({summary['compressed']} compressed by MinPath, {summary['kept']} kept), "
+        f"loss {result.losses[0] if result.losses else float('nan'):.3f} -> "
+        f"{result.losses[-1] if result.losses else float('nan'):.3f}, {result.seconds:.0f} s"
     )
     return 0
 

@@ -68,11 +68,14 @@ from paperstack.tasks import Arithmetic
 
 __all__ = [
     "BASELINES",
+    "CLAIM_RATIOS",
     "QUICK",
     "SYSTEMS",
     "DemoConfig",
     "claims_for",
     "compress_traces",
+    "curve_name",
+    "curve_sets",
     "graph_scores",
     "run_seed",
 ]
@@ -85,6 +88,14 @@ SYSTEMS = (*TRAINED, "length-budget")
 EVAL_SEED = 1000
 REASONER_SEED = 5000  # the verbose base's own traces: never a reported seed
 PREMISE_ACCURACY = 0.6  # the raw-trace model must beat this for the method claims to count
+#: The curve ratios at which MinPath is claimed to beat each baseline (which then keeps more
+#: of each trace than MinPath's own ratio, about 0.22): declared before any run with the curves.
+CLAIM_RATIOS = (0.3, 0.5)
+
+
+def curve_name(baseline: str, ratio: float) -> str:
+    """The row name of ``baseline`` on its curve at ``ratio`` (``truncation@0.3``)."""
+    return f"{baseline}@{ratio:g}"
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,9 @@ class DemoConfig:
         ("tokenskip", 2e-4),
     )
     max_new_tokens: int = 320  # longest raw training trace: 232 tokens (seed 99)
+    #: token ratios of each baseline's accuracy-vs-ratio curve (0.3: MinPath's 0.22 was where
+    #: the baselines collapsed; the curve shows them with more of the trace kept)
+    curve_ratios: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9)
 
     @property
     def task(self) -> Arithmetic:
@@ -121,7 +135,8 @@ class DemoConfig:
 
 #: --quick: the micro model after a few dozen base steps, a few SFT steps: measures nothing.
 QUICK = DemoConfig(preset="micro", base_steps=30, reasoner_steps=3, reasoner_traces=32,
-                   train=32, test=12, steps=3, batch_size=8, max_new_tokens=32)  # fmt: skip
+                   train=32, test=12, steps=3, batch_size=8, max_new_tokens=32,
+                   curve_ratios=CLAIM_RATIOS[:1])  # fmt: skip
 
 
 def config_dict(config: DemoConfig) -> dict[str, Any]:
@@ -239,6 +254,26 @@ def graph_scores(traces: Sequence[GoldTrace], results: Sequence[Any]) -> dict[st
     }
 
 
+def curve_sets(comp: Compressed, seed: int, ratios: Sequence[float]) -> dict[str, list[str]]:
+    """Each token-budget baseline's training set at each curve ratio (per-CoT budgets)."""
+    raw = [t.cot for t in comp.traces]
+    importance = UnigramImportance(raw)
+    out: dict[str, list[str]] = {}
+    for r in ratios:
+        budgets = [budget_for(c, r) for c in raw]
+        rng = random.Random(f"minpath.random-drop:{seed}:{r:g}")
+        out[curve_name("truncation", r)] = [
+            truncate(c, b) for c, b in zip(raw, budgets, strict=True)
+        ]
+        out[curve_name("random-drop", r)] = [
+            random_drop(c, b, rng) for c, b in zip(raw, budgets, strict=True)
+        ]
+        out[curve_name("tokenskip", r)] = [
+            token_skip(c, b, importance) for c, b in zip(raw, budgets, strict=True)
+        ]
+    return out  # fmt: skip
+
+
 def training_sets(comp: Compressed, seed: int) -> tuple[dict[str, list[str]], float]:
     """The five training sets of a seed, and the matched ratio ``r``."""
     raw = [t.cot for t in comp.traces]
@@ -266,6 +301,7 @@ def run_seed(
     traces = verbose_traces(config.train, seed=seed, split="train", task=task)
     comp = compress_traces(traces, task)
     sets, ratio = training_sets(comp, seed)
+    sets |= curve_sets(comp, seed, config.curve_ratios)
     test = verbose_traces(config.test, seed=EVAL_SEED, split="test", task=task)
     prompts = [t.question for t in test]
     out: dict[str, Any] = {
@@ -276,11 +312,12 @@ def run_seed(
         "train_ratio": {k: sum(map(len, v)) / sum(map(len, sets["raw"])) for k, v in sets.items()},
         "systems": {},
     }
-    for name in TRAINED:
+    curve = [curve_name(b, r) for r in config.curve_ratios for b in TRAINED[2:]]
+    for name in (*TRAINED, *curve):
         settings = SFTSettings(
             steps=config.steps,
             batch_size=config.batch_size,
-            learning_rate=config.learning_rate(name),
+            learning_rate=config.learning_rate(name.split("@")[0]),
             seed=seed,
             device=device,
         )
@@ -293,6 +330,12 @@ def run_seed(
             budgets = [budget_for(t.cot, ratio) for t in test]
             gens, seconds = generate(model, tok, prompts, budgets=budgets)
             out["systems"]["length-budget"] = _scores(task, test, gens, seconds, 0.0, [])
+            for r in config.curve_ratios:
+                gens, seconds = generate(
+                    model, tok, prompts, budgets=[budget_for(t.cot, r) for t in test]
+                )
+                out["systems"][curve_name("length-budget", r)] = _scores(
+                    task, test, gens, seconds, 0.0, [])  # fmt: skip
         if log is not None:
             s = out["systems"][name]
             log(f"seed {seed} {name}: accuracy {s['accuracy']:.3f}, {s['tokens']:.1f} tokens, "
@@ -329,7 +372,8 @@ def rows_for(per_seed: dict[int, dict[str, Any]]) -> list[Row]:
     k = sum(per_seed[s]["n_train"] - per_seed[s]["fallbacks"] for s in seeds)
     n = sum(per_seed[s]["n_train"] for s in seeds)
     rows.append(Row.proportion("minpath-graph", "compressed_share", k, n, split="traces"))
-    for name in SYSTEMS:
+    curve = [n for n in per_seed[seeds[0]]["systems"] if "@" in n]
+    for name in (*SYSTEMS, *curve):
         for metric, key in (("accuracy", "accuracy"), ("gen_tokens", "tokens")):
             rows.append(
                 Row.from_seeds(
@@ -345,7 +389,7 @@ def rows_for(per_seed: dict[int, dict[str, Any]]) -> list[Row]:
                 name, "gen_token_ratio",
                 {s: per_seed[s]["systems"][name]["tokens"] / per_seed[s]["systems"]["raw"]["tokens"]
                  for s in seeds}, split="seeds"))  # fmt: skip
-        if name in TRAINED:
+        if name in per_seed[seeds[0]]["train_ratio"]:
             rows.append(Row.from_seeds(name, "train_token_ratio",
                                        {s: per_seed[s]["train_ratio"][name] for s in seeds},
                                        split="seeds"))  # fmt: skip
@@ -408,7 +452,40 @@ def claims_for(rows: Sequence[Row]) -> list[Claim]:
                 requires=gate,
             )
         )
+    # Against the curves: each baseline given more of every trace than MinPath keeps (--quick
+    # draws only the first curve point: its claims at 0.5 are declared optional).
+    present = {(r.system, r.metric, r.split) for r in rows}
+    for r in CLAIM_RATIOS:
+        for b in BASELINES:
+            if (curve_name(b, r), "accuracy", "seeds") not in present:
+                continue
+            claims.append(
+                Claim.compare(
+                    f"minpath_beats_{b.replace('-', '_')}_at_{round(r * 100)}pct",
+                    f"the MinPath model is more accurate than {b} at token ratio {r:g} (the "
+                    f"baseline keeps {r:.0%} of each trace's tokens, more than MinPath's "
+                    "ratio)",
+                    rows,
+                    lhs=("minpath", "accuracy", "seeds"),
+                    op="gt",
+                    rhs=(curve_name(b, r), "accuracy", "seeds"),
+                    requires=gate,
+                )
+            )
     return claims
+
+
+def curve_summary(rows: Sequence[Row], ratios: Sequence[float]) -> str:
+    """One sentence per baseline: its mean accuracy along the curve, against MinPath's."""
+    by = {(r.system, r.metric): r for r in rows if r.split == "seeds"}
+    minpath = by[("minpath", "accuracy")].value
+    parts = []
+    for b in BASELINES:
+        points = [f"{r:g}: {by[(curve_name(b, r), 'accuracy')].value:.1%}" for r in ratios
+                  if (curve_name(b, r), "accuracy") in by]  # fmt: skip
+        parts.append(f"{b} {', '.join(points)}")
+    return (f"Accuracy-vs-ratio curves (mean over seeds; MinPath {minpath:.1%} at its own "
+            f"ratio): " + "; ".join(parts) + ".")  # fmt: skip
 
 
 def premise_note(claims: Sequence[Claim]) -> str:

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -24,7 +25,30 @@ import torch
 from minpath.errors import MinPathError
 from minpath.graph import final_answer
 
-__all__ = ["Generation", "SFTSettings", "TrainResult", "generate", "sft", "sft_dataset"]
+__all__ = [
+    "Generation",
+    "SFTSettings",
+    "TrainResult",
+    "generate",
+    "prepare",
+    "sft",
+    "sft_dataset",
+]
+
+#: Where a base model's continuation under the core's fallback chat template leaves its answer
+#: (it goes on to write the next turn).
+FALLBACK_STOP = "\nUser:"
+
+
+def prepare(tokenizer: Any, name: str = "model") -> bool:
+    """Make ``tokenizer`` fit for trl SFT and batched generation: the EOS token as pad token when
+    it has none (GPT-2, Mistral), and the core's fallback chat template when it has no chat
+    template (conversations render as ``"User: ...\nAssistant:"``). Returns whether it runs
+    on the fallback template (then generation stops at ``"\nUser:"``)."""
+    from paperstack.llm import FALLBACK_CHAT_TEMPLATE, prepare_tokenizer
+
+    prepare_tokenizer(tokenizer, need_chat_template=True, name=name, chat_template="fallback")
+    return bool(tokenizer.chat_template == FALLBACK_CHAT_TEMPLATE)
 
 
 @dataclass(frozen=True)
@@ -108,6 +132,7 @@ def sft(
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import SFTConfig, SFTTrainer
 
+    prepare(tokenizer, str(getattr(model, "name_or_path", "") or "model"))
     data = sft_dataset(pairs)
     with tempfile.TemporaryDirectory(prefix="minpath-sft-") as tmp:
         args = SFTConfig(
@@ -120,7 +145,6 @@ def sft(
             seed=settings.seed,
             data_seed=settings.seed,
             use_cpu=settings.device == "cpu",
-            bf16=False,
             report_to="none",
             save_strategy="no",
             logging_steps=settings.logging_steps,
@@ -129,8 +153,7 @@ def sft(
             dataloader_num_workers=0,
             completion_only_loss=True,
             packing=False,
-            max_length=_context(model),
-            **(_no_checkpointing() | config),
+            **(_no_checkpointing() | {"bf16": False, "max_length": _context(model)} | config),
         )
         trainer = SFTTrainer(
             model, args=args, train_dataset=data, processing_class=tokenizer,
@@ -158,7 +181,7 @@ class Generation:
     forced: bool = False
 
     @property
-    def answer(self) -> int | None:
+    def answer(self) -> int | Fraction | None:
         return final_answer(self.text)
 
 
@@ -170,6 +193,17 @@ def _encode_prompts(tokenizer: Any, prompts: Sequence[str]) -> list[list[int]]:
         for p in prompts
     ]
     ids: list[list[int]] = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return ids
+
+
+def _cut_at_stop(tokenizer: Any, ids: list[int]) -> list[int]:
+    """``ids`` up to the first token whose decoded prefix holds :data:`FALLBACK_STOP`."""
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    if FALLBACK_STOP not in text:
+        return ids
+    for k in range(1, len(ids) + 1):
+        if FALLBACK_STOP in tokenizer.decode(ids[:k], skip_special_tokens=True):
+            return ids[: k - 1]
     return ids
 
 
@@ -214,12 +248,15 @@ def generate(
     prompt) each answer is cut at its budget and, when it has no final answer by then, gets a
     forced ``"\\nAnswer:"`` and up to 8 more tokens (counted: they are output too)."""
     model.eval()
+    fallback = prepare(tokenizer, str(getattr(model, "name_or_path", "") or "model"))
     start = time.perf_counter()
     inputs = _encode_prompts(tokenizer, prompts)
     limits = [max_new_tokens] * len(prompts) if budgets is None else [int(b) for b in budgets]
     if len(limits) != len(prompts):
         raise MinPathError(f"{len(prompts)} prompts but {len(limits)} budgets")
     ids = _greedy(model, tokenizer, inputs, limits, batch_size)
+    if fallback:
+        ids = [_cut_at_stop(tokenizer, t) for t in ids]
     texts = [tokenizer.decode(t, skip_special_tokens=True) for t in ids]
     gens = [Generation(t, len(i)) for t, i in zip(texts, ids, strict=True)]
     if budgets is not None:
