@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mosa_rl.errors import MosaError
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from mosa_rl.evaluation import pass_at_k

@@ -5,6 +5,9 @@
   the premise (GRPO raises pass@1 and collapses pass@64 here) first, then MOSA's claims.
   Writes ``DIR/results.json``, ``DIR/report.md``, figures and ``DIR/runs.jsonl`` (one line per
   run; a rerun resumes from it). ``--quick`` is the one-minute smoke version.
+- ``mosa train --model M --dataset FILE.jsonl --out DIR``: GRPO with MOSA (``--kl mosa``),
+  token-level KL (``--kl token``) or none on a user's own prompts with a verifiable answer
+  (:mod:`mosa_rl.train`); saves a model ``from_pretrained`` loads.
 - ``mosa bench --out DIR``: per-step time and saved-activation memory of MOSA against token-KL
   GRPO in one run, and the profile term's cost against K, as medians of interleaved per-round
   ratios with output checks, in ``DIR/bench.json`` (:mod:`mosa_rl.bench`).
@@ -22,9 +25,20 @@ from pathlib import Path
 from mosa_rl import __version__
 from mosa_rl.errors import MosaError
 from paperstack.bench import add_repeats_argument
-from paperstack.contract import ContractCLI, Report, Run, positive_float, positive_int
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 
 cli = ContractCLI("mosa", "mosa-rl", __version__, __doc__)
+
+#: Seeds of `demo --real` unless `--seeds` names them: each run trains a 135M model, so three
+#: (the evidence rules' minimum) rather than the toy demo's five.
+REAL_SEEDS = 3
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,22 +76,38 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--restart", action="store_true", help="ignore DIR/runs.jsonl instead of resuming from it"
     )
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm: SmolLM2-135M-Instruct (or --model) with LoRA on Countdown, "
+        "base / no-KL GRPO / token-KL / MOSA, 3 seeds (a GPU or a free multi-core CPU)",
+    )
+    p.add_argument("--bf16", action="store_true", help="bf16 mixed precision in trl (GPU)")
 
 
 @cli.demo(
     arguments=_demo_arguments,
-    seeds=5,
+    seeds=5,  # the toy demo's 0-4; `--real` runs 3 seeds (0-2) unless --seeds says otherwise
     quick_seeds=1,
-    model="base model id or path instead of the tiny SFT model (it needs a chat template)",
+    model="base model id, path or preset instead of the tiny SFT model (without a chat "
+    "template, the core's fallback transcript format)",
     devices=("cpu", "cuda"),
 )
 def demo(run: Run) -> Report:
     """The reproduction (see :mod:`mosa_rl.demo`)."""
-    from mosa_rl.demo import FULL, NOKL, QUICK, run_demo
+    from mosa_rl import demo as demo_module
+    from mosa_rl.demo import NOKL, run_demo
 
     args = run.args
-    config = QUICK if run.quick else FULL
+    if args.real:
+        # --quick --real: the real arm's pipeline on a budget of seconds (its numbers mean
+        # nothing); the tests shrink it further the same way.
+        config = demo_module.REAL_QUICK if run.quick else demo_module.REAL
+    else:
+        config = demo_module.QUICK if run.quick else demo_module.FULL
     changes: dict[str, object] = {}
+    if args.bf16:
+        changes["bf16"] = True
     if args.steps is not None:
         changes["grpo_steps"] = args.steps
     if args.top_k is not None:
@@ -91,10 +121,13 @@ def demo(run: Run) -> Report:
     if args.dataset is not None and not args.dataset.exists():
         raise MosaError(f"--dataset {args.dataset}: no such file")
     workers = args.workers if args.workers is not None else (1 if run.quick else None)
+    seeds = run.seeds
+    if args.real and not run.quick and args.seeds is None:
+        seeds = tuple(run.seed + i for i in range(REAL_SEEDS))
     out = run_demo(
         config,
         run.out,
-        run.seeds,
+        seeds,
         model=run.model,
         dataset=args.dataset,
         device=run.device,
@@ -106,12 +139,20 @@ def demo(run: Run) -> Report:
     premise = [c for c in out.claims if c.id.startswith("premise_")]
     absent = [c.id for c in premise if c.verdict != "held"]
     kmax = max(k for k in config.ks if k <= config.eval_samples)
+    base = (
+        f"{config.model or run.model} with LoRA (r = {config.lora_r}), "
+        f"{config.prompt_style} prompts"
+        if config.lora
+        else f"{run.model}"
+        if run.model
+        else f"a diverse SFT base ({config.preset} preset)"
+    )
     intro = (
-        f"GRPO on Countdown from a diverse SFT base ({config.preset} preset): "
+        f"GRPO on Countdown from {base}: "
         f"{config.grpo_steps} steps x {config.prompts_per_step} prompts x "
         f"{config.num_generations} samples per system and seed, learning rate "
         f"{config.learning_rate:g}, K = {config.mosa_top_k}; seeds "
-        f"{', '.join(map(str, run.seeds))}; every model sampled {config.eval_samples} times "
+        f"{', '.join(map(str, seeds))}; every model sampled {config.eval_samples} times "
         f"per problem at temperature {config.temperature:g} on the same held-out problems. "
         f"Rows carry per-seed values (claims: paired Student-t over seeds); the "
         f"`*-by-problem` rows average seeds per problem. Betas: "
@@ -134,9 +175,10 @@ def demo(run: Run) -> Report:
             "below cannot show the paper's effect, whatever their verdicts."
         )
     if run.quick:
-        intro += "\n\nQuick mode: micro model, two steps, one seed: the numbers mean nothing."
+        what = "the real arm's pipeline" if args.real else "micro model"
+        intro += f"\n\nQuick mode: {what}, two steps, one seed: the numbers mean nothing."
     config_out = dataclasses.asdict(config)
-    config_out.update(choice=out.choice, control=NOKL)
+    config_out.update(choice=out.choice, control=NOKL, seeds=list(seeds))
     return Report(
         out.rows,
         out.claims,
@@ -179,6 +221,78 @@ def bench(run: Run) -> Report:
     )  # fmt: skip
     return Report(rows, claims, summary=summary, config=config, intro=intro,
                   title=f"mosa-rl {__version__}: bench")  # fmt: skip
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model", required=True, help="model id, path or preset (smollm2-135m-instruct)"
+    )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        required=True,
+        help='JSONL, one {"numbers": [...], "target": N} or {"prompt": ..., "answer": ...} a line',
+    )
+    p.add_argument("--out", type=Path, required=True, help="folder for the trained model")
+    p.add_argument(
+        "--kl", choices=("none", "token", "mosa"), default="mosa",
+        help="regulariser: none (plain GRPO), token (trl's k3 token KL), mosa (profile KL)",
+    )  # fmt: skip
+    p.add_argument(
+        "--beta", type=non_negative_float, default=None,
+        help="weight of the regulariser (default 0.04 for token, 0.1 for mosa)",
+    )  # fmt: skip
+    p.add_argument("--top-k", type=positive_int, default=None, help="MOSA ranks K (default 16)")
+    p.add_argument("--steps", type=positive_int, default=100, help="optimiser steps")
+    p.add_argument("--learning-rate", type=positive_float, default=None,
+                   help="default 1e-5, or 1e-4 with --lora")  # fmt: skip
+    p.add_argument(
+        "--prompts-per-step", type=positive_int, default=2,
+        help="prompts per device batch (each sampled --num-generations times)",
+    )  # fmt: skip
+    p.add_argument("--num-generations", type=positive_int, default=8, help="samples per prompt")
+    p.add_argument("--max-completion-length", type=positive_int, default=128)
+    p.add_argument("--temperature", type=positive_float, default=1.0)
+    p.add_argument(
+        "--grad-accum", type=positive_int, default=1,
+        help="gradient accumulation steps (trl's gradient_accumulation_steps)",
+    )  # fmt: skip
+    p.add_argument("--bf16", action="store_true", help="bf16 mixed precision (trl's bf16)")
+    p.add_argument(
+        "--lora", action="store_true", help="train a LoRA adapter (peft), merged at save"
+    )
+    p.add_argument("--lora-r", type=positive_int, default=16)
+    p.add_argument("--lora-alpha", type=positive_int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+
+
+@cli.command("train", "GRPO with MOSA, token KL or none on your own model and prompts",
+             _train_arguments)  # fmt: skip
+def train_command(args: argparse.Namespace) -> int:
+    """Check every input before loading anything, then train and save (see :mod:`mosa_rl.train`)."""
+    from mosa_rl.demo import _quiet_warnings
+    from mosa_rl.train import TrainOptions, load_dataset, train
+    from paperstack.contract import check_device, check_model
+    from paperstack.progress import quiet_libraries
+    from paperstack.records import output_dir
+
+    quiet_libraries()
+    _quiet_warnings()
+    model = check_model(args.model)
+    device = check_device(args.device)
+    prompts = load_dataset(args.dataset)
+    options = TrainOptions(
+        kl=args.kl, beta=args.beta, top_k=args.top_k, steps=args.steps,
+        learning_rate=args.learning_rate, prompts_per_step=args.prompts_per_step,
+        num_generations=args.num_generations, max_completion_length=args.max_completion_length,
+        temperature=args.temperature, grad_accum=args.grad_accum, bf16=args.bf16,
+        lora=args.lora, lora_r=args.lora_r, lora_alpha=args.lora_alpha, seed=args.seed,
+        device=device,
+    )  # fmt: skip
+    with output_dir(args.out) as out:
+        train(str(model), prompts, out, options)
+    return 0
 
 
 main = cli.main
