@@ -25,7 +25,6 @@ from paperstack.llm import (
     Completion,
     LLMError,
     LogprobsUnsupportedError,
-    MissingExtraError,
     OpenAIChat,
 )
 
@@ -266,6 +265,6 @@ def test_served_transformers_engine_samples(
         with OpenAIChat(server.base_url, server.model) as chat:
             assert chat.check_sampling() is True
     assert (tmp_path / "serve.log").is_file()
-    bad_engine = pytest.raises(MissingExtraError, match="engine must be auto, vllm or transformers")
+    bad_engine = pytest.raises(LLMError, match="engine must be auto, vllm or transformers")
     with bad_engine, served(served_model_dir, tmp_path, engine="tgi"):
         pass

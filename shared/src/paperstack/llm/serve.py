@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from paperstack.llm.base import BackendUnreachableError, MissingExtraError
+from paperstack.llm.base import BackendUnreachableError, LLMError, MissingExtraError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -357,7 +357,7 @@ def served(
     force one. The server's ``name`` says which ran (a report should say it too); its log is in
     ``workdir``. This is how a package's ``demo --real`` serves SmolLM2."""
     if engine not in ("auto", "vllm", "transformers"):
-        raise MissingExtraError(f"engine must be auto, vllm or transformers, got {engine!r}")
+        raise LLMError(f"engine must be auto, vllm or transformers, got {engine!r}")
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     python = vllm_python() if engine in ("auto", "vllm") else None
