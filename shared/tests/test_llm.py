@@ -563,6 +563,16 @@ def test_fallback_template_renders_what_fallback_chat_prompt_renders(
     reloaded = type(tokenizer).from_pretrained(tmp_path)
     assert reloaded.chat_template == FALLBACK_CHAT_TEMPLATE
 
+    from paperstack.llm import cut_fallback_turn
+
+    # a base model writes the next turn itself: cut there, only on the fallback template
+    assert cut_fallback_turn(" 4\nUser: and 3+3?\nAssistant: 6", tokenizer) == " 4"
+    assert cut_fallback_turn(" 4\nSystem: be brief") == " 4"
+    assert cut_fallback_turn(" 4, no turn after") == " 4, no turn after"
+    own = copy.deepcopy(gpt2_chat.tokenizer)
+    own.chat_template = "{{ messages[0]['content'] }}"
+    assert cut_fallback_turn(" 4\nUser: x", own) == " 4\nUser: x"  # its own template
+
     bare = copy.deepcopy(gpt2_chat.tokenizer)
     assert bare.pad_token is None
     prepare_tokenizer(bare, need_chat_template=True, name="gpt2-fb", chat_template="fallback")

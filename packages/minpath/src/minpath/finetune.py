@@ -24,6 +24,7 @@ import torch
 
 from minpath.errors import MinPathError
 from minpath.graph import final_answer
+from paperstack.llm import FALLBACK_STOP
 
 __all__ = [
     "Generation",
@@ -34,10 +35,6 @@ __all__ = [
     "sft",
     "sft_dataset",
 ]
-
-#: Where a base model's continuation under the core's fallback chat template leaves its answer
-#: (it goes on to write the next turn).
-FALLBACK_STOP = "\nUser:"
 
 
 def prepare(tokenizer: Any, name: str = "model") -> bool:

@@ -259,7 +259,7 @@ def load_base(base: str | Path) -> tuple[Any, Any]:
     ``prepare_tokenizer``: a model without a pad token (Mistral, GPT-2) pads with EOS, and one
     without a chat template (a base model such as GPT-2) gets the core's fallback transcript
     template (``"User: ...\nAssistant:"``), since GRPO's prompts are conversations. Such a
-    model then runs on past its answer; :func:`mosa_rl.evaluation.cut_turn` cuts a completion
+    model then runs on past its answer; :func:`paperstack.llm.cut_fallback_turn` cuts a completion
     at the next ``"\nUser:"`` before it is scored.
     """
     from paperstack import tiny

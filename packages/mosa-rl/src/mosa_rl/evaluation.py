@@ -19,36 +19,28 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mosa_rl.errors import MosaError
+from paperstack.llm import cut_fallback_turn
 
 __all__ = [
     "SampleEval",
     "cut_reward",
-    "cut_turn",
     "distinct_correct",
     "pass_at_k",
     "sample_and_score",
 ]
 
-#: Where a model prompted through the core's fallback transcript template (a base model such as
-#: GPT-2, which has no chat template of its own) starts writing the next turn itself: a base
-#: model does not stop after its answer, and the verifier reads the answer's last line.
-TURN_MARKERS = ("\nUser:", "\nSystem:")
-
-
-def cut_turn(text: str) -> str:
-    """``text`` up to the first turn marker of the fallback transcript format (all of it when
-    there is none), so a base model's made-up next turn is not scored as its answer."""
-    cut = min((i for i in (text.find(m) for m in TURN_MARKERS) if i >= 0), default=len(text))
-    return text[:cut]
-
 
 def cut_reward(reward: Any) -> Any:
-    """A trl reward function that scores each completion cut at :func:`cut_turn` (the same
-    answer the evaluation scores), keeping ``reward``'s name for trl's logs."""
+    """A trl reward function that scores each completion cut at the core's
+    :func:`~paperstack.llm.cut_fallback_turn` (the same answer the evaluation scores: a base
+    model on the fallback transcript writes the next turn itself), keeping ``reward``'s name
+    for trl's logs."""
     from paperstack.tasks.base import completion_text
 
     def cut(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> Any:
-        return reward(prompts, [cut_turn(completion_text(c)) for c in completions], **kwargs)
+        return reward(
+            prompts, [cut_fallback_turn(completion_text(c)) for c in completions], **kwargs
+        )
 
     cut.__name__ = getattr(reward, "__name__", "reward")
     return cut
@@ -197,7 +189,8 @@ def sample_and_score(
                 prof_sum[top_k] += float((1.0 - top.sum(-1)).clamp_min(0).sum())
                 tokens += int(mask.sum())
                 decoded = [
-                    cut_turn(t) for t in tokenizer.batch_decode(comp, skip_special_tokens=True)
+                    cut_fallback_turn(t)
+                    for t in tokenizer.batch_decode(comp, skip_special_tokens=True)
                 ]
                 for j, i in enumerate(chunk):
                     answers[i] = decoded[j * n : (j + 1) * n]

@@ -54,9 +54,9 @@ class Prompt:
 def final_answer(text: str) -> str:
     """What a completion answers: its last ``<answer>`` tag, else its last non-empty line
     (with a leading ``Answer:`` or ``####`` removed), stripped."""
-    from mosa_rl.evaluation import cut_turn
+    from paperstack.llm import cut_fallback_turn
 
-    text = cut_turn(text)
+    text = cut_fallback_turn(text)
     tags = _ANSWER_TAG.findall(text)
     if tags:
         return str(tags[-1]).strip()
@@ -168,8 +168,8 @@ def load_dataset(path: Path) -> list[Prompt]:
 
 def reward_function() -> Callable[..., list[float]]:
     """trl reward: each completion scored by its row's scorer (``kind`` and ``meta`` columns)."""
-    from mosa_rl.evaluation import cut_turn
     from paperstack import tasks
+    from paperstack.llm import cut_fallback_turn
     from paperstack.tasks import Example
     from paperstack.tasks.base import completion_text
 
@@ -181,7 +181,7 @@ def reward_function() -> Callable[..., list[float]]:
     ) -> list[float]:  # fmt: skip
         out = []
         for completion, k, m in zip(completions, kind, meta, strict=True):
-            text = cut_turn(completion_text(completion))
+            text = cut_fallback_turn(completion_text(completion))
             info = json.loads(m)
             if k == "countdown":
                 ok = countdown.verify(Example("countdown", "", "", info), text)

@@ -22,8 +22,9 @@ import torch
 
 from opct.errors import OPCTError
 from opct.pairs import Pair, check_lengths
-from opct.tokens import cut_at_next_turn, ready_tokenizer
+from opct.tokens import ready_tokenizer
 from opct.trainer import OPCTConfig, OPCTTrainer, context_length
+from paperstack.llm import cut_fallback_turn
 
 __all__ = [
     "TrainResult",
@@ -245,7 +246,7 @@ def sample_responses(
                 )
                 new = gen[:, enc["input_ids"].shape[1] :]
                 decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
-                out.extend(cut_at_next_turn(tokenizer, text) for text in decoded)
+                out.extend(cut_fallback_turn(text, tokenizer) for text in decoded)
     finally:
         tokenizer.padding_side = side
     return out

@@ -7,8 +7,8 @@ token. :func:`ready_tokenizer` gives it both from the core (:func:`paperstack.ll
 prepare_tokenizer`): EOS pads (padded positions are masked, so the id does not matter), and a
 missing chat template becomes the core's fallback transcript ``"User: ...\\nAssistant:"``.
 
-A base model then goes on past its answer and writes the next ``"\\nUser:"`` turn itself:
-:func:`cut_at_next_turn` trims a decoded answer there (:data:`NEXT_TURN`).
+A base model then goes on past its answer and writes the next ``"\\nUser:"`` turn itself: the
+harness trims a decoded answer there with the core's :func:`paperstack.llm.cut_fallback_turn`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ from typing import Any
 
 from opct.errors import OPCTError
 
-__all__ = ["NEXT_TURN", "cut_at_next_turn", "ready_tokenizer"]
-
-#: Where a base model rendered with the fallback template starts the user's next turn.
-NEXT_TURN = "\nUser:"
+__all__ = ["ready_tokenizer"]
 
 
 def ready_tokenizer(tokenizer: Any, name: str | None = None) -> Any:
@@ -38,13 +35,3 @@ def ready_tokenizer(tokenizer: Any, name: str | None = None) -> Any:
         )
     except LLMError as exc:
         raise OPCTError(str(exc)) from None
-
-
-def cut_at_next_turn(tokenizer: Any, text: str) -> str:
-    """``text`` up to the next ``"\\nUser:"`` turn when ``tokenizer`` renders with the core's
-    fallback template (a base model continues the transcript); else ``text`` unchanged."""
-    from paperstack.llm import FALLBACK_CHAT_TEMPLATE
-
-    if getattr(tokenizer, "chat_template", None) != FALLBACK_CHAT_TEMPLATE:
-        return text
-    return text.split(NEXT_TURN, 1)[0]

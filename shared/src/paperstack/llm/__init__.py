@@ -39,8 +39,11 @@ from paperstack.llm.cost import CostLedger
 from paperstack.llm.http import OpenAIChat
 from paperstack.llm.local import (
     FALLBACK_CHAT_TEMPLATE,
+    FALLBACK_STOP,
+    FALLBACK_TURNS,
     ChatTemplatePolicy,
     TransformersChat,
+    cut_fallback_turn,
     ensure_chat_template,
     fallback_chat_prompt,
     model_max_positions,
@@ -51,6 +54,8 @@ from paperstack.llm.rules import RuleAgent
 
 __all__ = [
     "FALLBACK_CHAT_TEMPLATE",
+    "FALLBACK_STOP",
+    "FALLBACK_TURNS",
     "BackendError",
     "BackendHTTPError",
     "BackendTimeoutError",
@@ -72,6 +77,7 @@ __all__ = [
     "ReplayMissError",
     "RuleAgent",
     "TransformersChat",
+    "cut_fallback_turn",
     "ensure_chat_template",
     "fallback_chat_prompt",
     "generate_one",

@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FALLBACK_CHAT_TEMPLATE",
+    "FALLBACK_STOP",
+    "FALLBACK_TURNS",
     "ChatTemplatePolicy",
     "TransformersChat",
+    "cut_fallback_turn",
     "ensure_chat_template",
     "fallback_chat_prompt",
     "model_max_positions",
@@ -93,6 +96,26 @@ FALLBACK_CHAT_TEMPLATE = (
     "{%- elif messages %}{{ '\\n' }}"
     "{%- endif %}"
 )
+
+
+#: Where a base model prompted through :data:`FALLBACK_CHAT_TEMPLATE` starts writing the next
+#: turn of the transcript itself (it does not stop after its answer): generation stops there.
+FALLBACK_STOP = "\nUser:"
+#: Every turn label :func:`cut_fallback_turn` cuts at.
+FALLBACK_TURNS = ("\nUser:", "\nSystem:")
+
+
+def cut_fallback_turn(text: str, tokenizer: Any | None = None) -> str:
+    """``text`` up to the first turn a base model writes itself on the fallback transcript
+    (``"\\nUser:"`` or ``"\\nSystem:"``), all of it when there is none, so a made-up next
+    turn is not read as part of the answer. With ``tokenizer``, only when it renders with
+    :data:`FALLBACK_CHAT_TEMPLATE` (a model with its own template ends its turn itself)."""
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None) != (
+        FALLBACK_CHAT_TEMPLATE
+    ):
+        return text
+    cut = min((i for i in (text.find(m) for m in FALLBACK_TURNS) if i >= 0), default=len(text))
+    return text[:cut]
 
 
 def ensure_chat_template(tokenizer: Any, *, name: str) -> bool:
