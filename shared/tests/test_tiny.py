@@ -187,18 +187,36 @@ def test_pretrained_caches_atomically(tmp_path: Path, monkeypatch: pytest.Monkey
         assert torch.equal(p, q)
 
 
+@pytest.mark.slow
 def test_two_processes_asking_at_once_train_once(tmp_path: Path) -> None:
-    """The second process waits on the first's lock and loads what it trained."""
+    """The second process waits on the first's lock and loads what it trained.
+
+    Slow (two fresh interpreters import torch and transformers); the lock itself is covered
+    fast by ``test_cache.py::test_two_processes_build_once``.
+
+    Whoever trains first waits (inside the lock) until both processes have started and then a
+    second more, so the other one is sure to be blocked on the lock rather than arriving after
+    the cache entry exists; a few steps then suffice.
+    """
     log = tmp_path / "trained.log"
+    started = tmp_path / "started"
+    started.mkdir()
     code = (
-        "import os, sys\n"
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
         "from paperstack import tiny\n"
+        f"started = Path({str(started)!r})\n"
+        "(started / str(os.getpid())).touch()\n"
         "real = tiny.train\n"
         "def logged(*a, **k):\n"
         f"    open({str(log)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "    deadline = time.monotonic() + 120\n"
+        "    while len(list(started.iterdir())) < 2 and time.monotonic() < deadline:\n"
+        "        time.sleep(0.05)\n"
+        "    time.sleep(1.0)\n"
         "    return real(*a, **k)\n"
         "tiny.train = logged\n"
-        "model, _ = tiny.pretrained('micro', ('addition',), steps=150, progress=False)\n"
+        "model, _ = tiny.pretrained('micro', ('addition',), steps=5, progress=False)\n"
         "print(float(sum(p.sum() for p in model.parameters())))\n"
     )
     env = {**os.environ, "PAPERSTACK_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
@@ -208,6 +226,7 @@ def test_two_processes_asking_at_once_train_once(tmp_path: Path) -> None:
     ]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
+    assert len(list(started.iterdir())) == 2
     assert len(log.read_text().splitlines()) == 1  # trained once
     assert outs[0] == outs[1]  # and both have the same weights
     entries = [p for p in (tmp_path / "cache" / "tiny").iterdir() if p.suffix != ".lock"]
