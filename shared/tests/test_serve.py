@@ -23,6 +23,7 @@ pytest.importorskip("torch")
 
 from paperstack.llm import (
     Completion,
+    ContextOverflowError,
     LLMError,
     LogprobsUnsupportedError,
     OpenAIChat,
@@ -118,6 +119,42 @@ def test_logprobs_are_unsupported_in_one_line_without_retries(server: Any) -> No
             chat.logprobs(["12+7="], ["19"])
         assert "\n" not in str(info.value)
         assert chat.ledger.retries == 0
+
+
+def test_a_prompt_over_the_context_is_one_line(server: Any) -> None:
+    """transformers serve answers a prompt longer than the model's 512 positions with HTTP 200
+    (an empty reply); the client reads the context from the served folder's config.json and
+    refuses the answer in one line. Prompts that fit are untouched; a stated context wins; the
+    check can be turned off."""
+    long_prompt = "12+7=" * 150  # about 750 tokens of the toy tokenizer
+    with OpenAIChat(server.base_url, server.model) as chat:
+        length, source = chat.context_length()
+        assert length == 512
+        assert source.endswith("config.json (max_position_embeddings)")
+        assert chat.generate(["12+7="], max_new_tokens=4)[0][0].prompt_tokens < 512
+        with pytest.raises(ContextOverflowError) as info:
+            chat.generate([long_prompt], max_new_tokens=4)
+    line = str(info.value)
+    assert "\n" not in line
+    assert "context of 512 tokens" in line
+    assert "max_position_embeddings" in line
+    stated = OpenAIChat(server.base_url, server.model, context_length=8)
+    with (
+        stated,
+        pytest.raises(ContextOverflowError, match=r"context of 8 tokens \(context_length\)"),
+    ):
+        stated.generate(["12+7=12+7="], max_new_tokens=4)
+    with OpenAIChat(server.base_url, server.model, check_context=False) as chat:
+        chat.generate([long_prompt], max_new_tokens=4)  # the caller opted out: no refusal
+
+
+def test_an_unstated_context_is_not_checked(tmp_path: Path) -> None:
+    """No /v1/models answer and a model name that is no local folder (a hosted API): unknown,
+    so nothing is refused."""
+    with OpenAIChat("http://127.0.0.1:9", "gpt-x", max_retries=0) as chat:
+        assert chat.context_length() == (None, "unknown")
+    with pytest.raises(LLMError, match="context_length >= 1"):
+        OpenAIChat("http://127.0.0.1:9", "gpt-x", context_length=0)
 
 
 def _random_model_dir(root: Path, *, do_sample: bool | None) -> Path:

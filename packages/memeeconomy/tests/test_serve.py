@@ -3,12 +3,16 @@
 The served model is the core's micro tiny Llama with random weights: its replies are noise, so
 every decision is a parse failure, and this pins the plumbing: each decision is one request
 over HTTP (counted with the server's token counts), every failure is in the ledger with the raw
-reply, the agents post nothing, and a resumed run asks the server nothing again.
+reply, the agents post nothing, and a resumed run asks the server nothing again. A market
+prompt is about 2,900 tokens: it fits the served micro model's stated context
+(``paperstack.testing.SERVED_CONTEXT``) and is refused in one line by a client told of a
+512-token one (the toy preset's own), as it would be by a 512-token model's server.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,3 +81,18 @@ def test_simulate_honours_agents_with_a_served_model(openai_server: Any, tmp_pat
     assert card["calls"] == 3  # one decision per agent on the one event
     decided = {r["agent"] for r in read_ledger(ledger) if "agent" in r}
     assert decided == {f"{openai_server.model}#{i}" for i in range(3)}
+
+
+def test_a_prompt_over_the_served_context_is_one_line(openai_server: Any, tmp_path: Path) -> None:
+    """transformers serve answers a prompt longer than a model's positions (HTTP 200, with
+    noise or nothing); the client refuses it in one line naming both numbers, and the market
+    stops there instead of recording the reply as the agent's decision."""
+    from paperstack.llm import ContextOverflowError
+
+    agents = {"short": OpenAIChat(openai_server.base_url, openai_server.model, timeout=120,
+                                  context_length=512)}  # fmt: skip
+    config = MarketConfig(seed=0, pressure="high", agents=tuple(agents), events=tuple(EVENTS.ids))
+    with pytest.raises(ContextOverflowError) as info:
+        run_market(config, agents, EVENTS, tmp_path / "short.jsonl", max_new_tokens=4)
+    assert "\n" not in str(info.value)
+    assert "context of 512 tokens (context_length)" in str(info.value)

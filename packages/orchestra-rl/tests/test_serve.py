@@ -23,6 +23,7 @@ from orchestra_rl.swarm import Swarm, SwarmConfig
 from orchestra_rl.tasks import builtin_evaluator, instance_pool
 
 from paperstack.llm import OpenAIChat
+from paperstack.testing import SERVED_CONTEXT
 
 pytestmark = pytest.mark.serve
 
@@ -136,10 +137,11 @@ def test_served_failures_are_one_line(openai_server: Any, tmp_path: Path, capsys
     line = _refusal(_swarm_argv(openai_server, out, "--temperature", "1.0"), capsys)
     assert "were identical" in line
     assert "ignores temperature" in line
-    # The micro model has 512 positions (its config.json, read from the served folder).
+    # The served micro model states SERVED_CONTEXT positions (its config.json, read from the
+    # served folder): a reply that would fill them is refused before any call.
     line = _refusal(_swarm_argv(openai_server, out, "--temperature", "0",
-                                "--max-new-tokens", "500"), capsys)  # fmt: skip
-    assert "over the model's context of 512 tokens" in line
+                                "--max-new-tokens", str(SERVED_CONTEXT)), capsys)  # fmt: skip
+    assert f"context of {SERVED_CONTEXT} tokens" in line
     line = _refusal(_swarm_argv(openai_server, out, "--temperature", "0",
                                 "--context-length", "40"), capsys)  # fmt: skip
     assert "context of 40 tokens" in line

@@ -62,6 +62,8 @@ def test_sft_trains_saves_and_reloads_through_from_pretrained(lm_dir):
     assert np.all(np.isfinite(scores))
 
 
+@pytest.mark.slow  # a fresh worker process imports torch; the quick demo's "pall" rows
+# (tests/test_demo.py) run the LM selector in the same async worker on every fast run
 def test_lm_selector_runs_in_the_async_worker(lm_dir):
     from pall_lns.async_select import AsyncSelector
 

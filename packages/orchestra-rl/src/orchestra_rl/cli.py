@@ -504,13 +504,15 @@ def _served_swarm(args: argparse.Namespace, config: Any, *, embed: bool) -> tupl
     """The client, the swarm of ``args.agents`` seats of the served model, and the preflight:
     the server is asked once here, so a broken setup is one line before any episode."""
     from orchestra_rl.agents import AgentSpec
+    from orchestra_rl.errors import OrchestraError
     from orchestra_rl.served import preflight
     from orchestra_rl.swarm import Swarm
     from orchestra_rl.tasks import builtin_evaluator
     from paperstack.llm import OpenAIChat
 
     client = OpenAIChat(args.base_url, args.model, timeout=args.timeout,
-                        concurrency=args.concurrency)  # fmt: skip
+                        concurrency=args.concurrency,
+                        context_length=args.context_length)  # fmt: skip
     seats = [
         AgentSpec(
             client,
@@ -525,7 +527,13 @@ def _served_swarm(args: argparse.Namespace, config: Any, *, embed: bool) -> tupl
         client, temperature=args.temperature, context_length=args.context_length,
         feature=f"{args.agents} seats of one model",
     )  # fmt: skip
-    config = dataclasses.replace(config, context_length=checked.context_length)
+    limit = checked.context_length
+    if limit is not None and args.max_new_tokens >= limit:
+        raise OrchestraError(
+            f"--max-new-tokens {args.max_new_tokens} leaves no room for a prompt in the model's "
+            f"context of {limit} tokens ({checked.context_source}); lower it"
+        )
+    config = dataclasses.replace(config, context_length=limit)
     embedder = None
     if embed:
         from orchestra_rl.entropy import CachedEmbedder

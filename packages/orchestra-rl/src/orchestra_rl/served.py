@@ -7,9 +7,10 @@ recorded on every call and reported as "accuracy 0.000"; a server that ignores `
 (``transformers serve`` without ``do_sample`` in the model's generation config) made N seats
 of one model N copies of one answer. :func:`preflight` asks the server once, before any
 episode: one short request (a dead server or a refused model name is one line, after the
-client's retries), the model's context length (``--context-length``, else what the server
-says in ``/v1/models``: vLLM's ``max_model_len``, else the ``config.json`` of a local model
-folder, which is what ``transformers serve`` was started on) and, when the swarm samples
+client's retries), the model's context length (``--context-length``, else
+:meth:`~paperstack.llm.OpenAIChat.context_length`: vLLM's ``max_model_len`` in ``/v1/models``,
+else the ``config.json`` of a local model folder, which is what ``transformers serve`` was
+started on) and, when the swarm samples
 (temperature > 0), whether it really does (:meth:`~paperstack.llm.OpenAIChat.check_sampling`:
 identical samples at temperature 1.0 end the run in one line). The swarm then checks every
 call against the context (:class:`~orchestra_rl.swarm.SwarmConfig` ``context_length``).
@@ -17,15 +18,13 @@ call against the context (:class:`~orchestra_rl.swarm.SwarmConfig` ``context_len
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from orchestra_rl.errors import OrchestraError
 from paperstack.llm import OpenAIChat
 
-__all__ = ["Preflight", "context_length_of", "preflight"]
+__all__ = ["Preflight", "preflight"]
 
 
 @dataclass(frozen=True)
@@ -52,41 +51,6 @@ class Preflight:
         }
 
 
-def _models_entry(client: OpenAIChat) -> dict[str, Any] | None:
-    """The server's ``/v1/models`` entry of ``client.model``, or None (not listed, not
-    answered, not JSON: the listing is a hint, never a refusal)."""
-    import httpx
-
-    try:
-        response = httpx.get(f"{client.base_url}/models", timeout=min(client.timeout, 10.0))
-        data = response.json()
-    except (httpx.HTTPError, ValueError):
-        return None
-    entries = data.get("data") if isinstance(data, dict) else None
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and entry.get("id") == client.model:
-            return entry
-    return None
-
-
-def context_length_of(client: OpenAIChat) -> tuple[int | None, str]:
-    """The served model's context in tokens and where it was read: vLLM's ``max_model_len``
-    in ``/v1/models``, else ``max_position_embeddings`` (or ``n_positions``) in the
-    ``config.json`` of a local folder named by the model; ``(None, "unknown")`` otherwise."""
-    entry = _models_entry(client)
-    if entry is not None and isinstance(entry.get("max_model_len"), int):
-        return int(entry["max_model_len"]), "the server's /v1/models (max_model_len)"
-    config = Path(client.model) / "config.json"
-    try:
-        data = json.loads(config.read_text())
-    except (OSError, ValueError):
-        return None, "unknown"
-    for key in ("max_position_embeddings", "n_positions"):
-        if isinstance(data.get(key), int):
-            return int(data[key]), f"{config} ({key})"
-    return None, "unknown"
-
-
 def preflight(
     client: OpenAIChat,
     *,
@@ -101,7 +65,7 @@ def preflight(
     length: int | None = context_length
     source = "--context-length"
     if length is None:
-        length, source = context_length_of(client)
+        length, source = client.context_length()
     sampling = None
     if temperature > 0:
         if not client.check_sampling():

@@ -32,8 +32,9 @@ it had none) and the instance continues. An evaluator that raises is recorded on
 (score 0). Nothing of this stops the run, with two exceptions that would otherwise turn a
 broken setup into a run of silent zeros: a call that raises one of ``SwarmConfig.fatal``
 (by default a server nobody answers at, or one that refuses the request: a model it does not
-serve, a prompt over its context; :class:`~paperstack.llm.BackendUnreachableError` and
-:class:`~paperstack.llm.BackendHTTPError`, raised after the client's own retries) ends the run
+serve, a prompt over its context; :class:`~paperstack.llm.BackendUnreachableError`,
+:class:`~paperstack.llm.BackendHTTPError`, raised after the client's own retries, and
+:class:`~paperstack.llm.ContextOverflowError`, the client's own context check) ends the run
 with that error, once the round's other calls are back; and with ``context_length`` set, a
 call whose prompt (the server's count) plus ``max_new_tokens`` is over it ends the run with an
 :class:`~orchestra_rl.errors.OrchestraError` naming both numbers (``transformers serve``
@@ -69,6 +70,7 @@ from paperstack.llm import (
     BackendHTTPError,
     BackendTimeoutError,
     BackendUnreachableError,
+    ContextOverflowError,
     RuleAgent,
 )
 
@@ -100,7 +102,11 @@ class SwarmConfig:
     concurrency: int = 8
     call_timeout: float | None = None
     batch_size: int = 512
-    fatal: tuple[type[BaseException], ...] = (BackendUnreachableError, BackendHTTPError)
+    fatal: tuple[type[BaseException], ...] = (
+        BackendUnreachableError,
+        BackendHTTPError,
+        ContextOverflowError,
+    )
     context_length: int | None = None
 
     def __post_init__(self) -> None:

@@ -80,6 +80,12 @@ class BackendTimeoutError(BackendError):
     """The server accepted the connection but did not answer within the timeout."""
 
 
+class ContextOverflowError(LLMError):
+    """A prompt (with the new tokens asked for) did not fit the served model's context: the
+    server answered anyway, often with an empty reply (``transformers serve``), so the answer
+    is refused rather than recorded as the model's."""
+
+
 class BackendHTTPError(BackendError):
     """The server answered with an HTTP error; ``status`` keeps the code for callers."""
 

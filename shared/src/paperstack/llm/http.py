@@ -15,6 +15,18 @@ metrics would silently collapse to one answer. :meth:`OpenAIChat.check_sampling`
 samples at temperature 1.0 and records whether they differ; :meth:`OpenAIChat.require_sampling`
 refuses, in one line, a feature that needs distinct samples; :attr:`OpenAIChat.sampling_report`
 is the sentence a report quotes.
+
+So are prompts over the model's context: ``transformers serve`` answers a prompt longer than the
+model's positions with HTTP 200 and an empty reply, which a run would record as the model's
+answer. After each answer that carries the server's ``prompt_tokens``, the client compares the
+prompt and the reply with the served context (:meth:`OpenAIChat.context_length`: the
+``context_length`` given, else vLLM's ``max_model_len`` in ``/v1/models``, else
+``max_position_embeddings``/``n_positions`` in the ``config.json`` of a local model folder, which
+is what ``transformers serve`` names its model) and raises a one-line
+:class:`~paperstack.llm.base.ContextOverflowError` where the prompt fills the context, the
+prompt and reply run past it, or the reply is empty although prompt plus ``max_tokens`` do not
+fit. vLLM refuses such prompts itself (HTTP 400, one line through the same error path); a
+context nobody states (hosted APIs) is not checked.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ from paperstack.llm.base import (
     BackendTimeoutError,
     BackendUnreachableError,
     Completion,
+    ContextOverflowError,
     GenerationConfig,
     LLMError,
     LogprobsUnsupportedError,
@@ -102,12 +115,16 @@ class OpenAIChat:
         max_backoff: float = 30.0,
         concurrency: int = 8,
         ledger: CostLedger | None = None,
+        context_length: int | None = None,
+        check_context: bool = True,
     ) -> None:
         httpx_mod = require("httpx", extra="http", feature="OpenAIChat")
         if max_retries < 0 or timeout <= 0 or backoff < 0 or concurrency < 1:
             raise LLMError(
                 "OpenAIChat needs max_retries >= 0, timeout > 0, backoff >= 0 and concurrency >= 1"
             )
+        if context_length is not None and context_length < 1:
+            raise LLMError(f"OpenAIChat needs context_length >= 1 token, got {context_length}")
         self.base_url = _normalise_base_url(base_url)
         #: The URL as messages, manifests and cost cards show it: credentials redacted.
         self.shown_url = redact_secrets(self.base_url)
@@ -136,6 +153,11 @@ class OpenAIChat:
         self._server_n = True  # does the server honour n > 1? (transformers serve does not)
         self._sampling: tuple[bool, str] | None = None  # check_sampling's verdict and sentence
         self._sampling_lock = threading.Lock()
+        self.check_context = check_context
+        self._context: tuple[int | None, str] | None = (
+            None if context_length is None else (context_length, "context_length")
+        )
+        self._context_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAIChat(base_url={self.shown_url!r}, model={self.model!r})"
@@ -304,6 +326,8 @@ class OpenAIChat:
         usage = _usage(data)
         prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
         completion_tokens = _int_or_none(usage.get("completion_tokens"))
+        if self.check_context and prompt_tokens is not None:
+            self._check_context(path, choices, chat, cfg, prompt_tokens, completion_tokens)
         out: list[Completion] = []
         for c in sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0):
             try:
@@ -344,6 +368,72 @@ class OpenAIChat:
                 seed = None if cfg.seed is None else cfg.seed + j
                 got.extend(self._request(prompt, cfg, 1, seed))
         return list(got)
+
+    # ------------------------------------------------------------------ context check
+
+    def context_length(self) -> tuple[int | None, str]:
+        """The served model's context in tokens and where it was read (asked once, then
+        remembered): the ``context_length`` given to the client, else vLLM's
+        ``max_model_len`` in the server's ``/v1/models`` entry for :attr:`model`, else
+        ``max_position_embeddings`` (or ``n_positions``) in ``<model>/config.json`` when the
+        model name is a local folder (``transformers serve``); ``(None, "unknown")`` when no
+        one says (hosted APIs), and then nothing is checked."""
+        with self._context_lock:
+            if self._context is None:
+                self._context = self._ask_context_length()
+            return self._context
+
+    def _ask_context_length(self) -> tuple[int | None, str]:
+        try:
+            response = self._client.get("/models", timeout=min(self.timeout, 10.0))
+            data = response.json()
+        except Exception:  # a hint, never a refusal: unanswered or not JSON
+            data = None
+        entries = data.get("data") if isinstance(data, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and entry.get("id") == self.model:
+                length = _int_or_none(entry.get("max_model_len"))
+                if length is not None and length > 0:
+                    return length, "the server's /v1/models (max_model_len)"
+        config = os.path.join(self.model, "config.json")
+        try:
+            with open(config, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+        except (OSError, ValueError):
+            return None, "unknown"
+        for key in ("max_position_embeddings", "n_positions"):
+            length = _int_or_none(cfg.get(key)) if isinstance(cfg, dict) else None
+            if length is not None and length > 0:
+                return length, f"{config} ({key})"
+        return None, "unknown"
+
+    def _check_context(
+        self,
+        path: str,
+        choices: list[Any],
+        chat: bool,
+        cfg: GenerationConfig,
+        prompt_tokens: int,
+        completion_tokens: int | None,
+    ) -> None:
+        """Refuse an answer to a prompt that did not fit (see the module docstring)."""
+        limit, source = self.context_length()
+        if limit is None:
+            return
+        empty = all(
+            not ((c.get("message") or {}).get("content") if chat else c.get("text"))
+            for c in choices
+            if isinstance(c, dict)
+        )
+        used = prompt_tokens + (completion_tokens or 0)
+        fits = prompt_tokens < limit and used <= limit
+        if fits and not (empty and prompt_tokens + cfg.max_new_tokens > limit):
+            return
+        raise ContextOverflowError(
+            f"{self.shown_url}{path}: a prompt of {prompt_tokens} tokens plus up to "
+            f"{cfg.max_new_tokens} new ones is over {self.model}'s context of {limit} tokens "
+            f"({source}); shorten the prompt, lower max_new_tokens or serve a longer context"
+        )
 
     # ------------------------------------------------------------------ sampling check
 

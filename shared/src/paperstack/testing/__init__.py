@@ -43,6 +43,7 @@ from typing import Any, NoReturn
 import pytest
 
 __all__ = [
+    "SERVED_CONTEXT",
     "accelerate_launch",
     "cuda_available",
     "end_distributed",
@@ -225,16 +226,24 @@ def _need_serving() -> None:
     pytest.skip(message)
 
 
+#: The context :func:`served_model_dir` states (tokens): what a test's served prompts may use.
+SERVED_CONTEXT = 4096
+
+
 @pytest.fixture(scope="session")
 def served_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A micro tiny Llama (random weights, the toy world's tokenizer and chat template) saved
-    with ``save_pretrained``: small enough that a server starts in seconds."""
+    with ``save_pretrained``: small enough that a server starts in seconds. Its config states a
+    context of :data:`SERVED_CONTEXT` tokens (the toy preset's 512 would refuse the 1-3k-token
+    prompts of agent and benchmark packages: the client checks every answer against the served
+    context); RoPE has no position table, so the weights are those of the toy preset."""
     pytest.importorskip("torch")
     from paperstack import tiny
 
     path = tmp_path_factory.mktemp("served-model")
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(tiny.QUICK_PRESET, tokenizer, seed=0)
+    model.config.max_position_embeddings = SERVED_CONTEXT
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
