@@ -1,4 +1,8 @@
-from memeeconomy.metrics import agent_stats, population_rows
+import itertools
+import random
+import statistics
+
+from memeeconomy.metrics import agent_stats, deterrence_placebo, deterrence_raw, population_rows
 
 
 def _decision(r, agent, ack=False):
@@ -52,3 +56,44 @@ def test_deterrence_is_measured_within_agents_and_pressures():
     by = {(r.metric, r.split): r for r in rows}
     assert by[("harm_after_removal", "pooled")].value > by[("harm_after_clean", "pooled")].value
     assert by[("pressure_effect", None)].value == 0.0
+
+
+def test_placebo_is_the_permutation_mean_of_the_raw_difference():
+    # With rounds exchangeable (no deterrence), the raw difference's expectation given the
+    # agent's counts is its mean over every order of the rounds: positive (the streak bias, a
+    # removal needs a harmful round), and what the shuffled placebo estimates.
+    seq = [(1, "removed"), (1, "clean"), (1, "removed")] + [(0, "clean")] * 4
+    orders = [deterrence_raw(list(o)) for o in itertools.permutations(seq)]
+    exact = statistics.mean(v for v in orders if v is not None)
+    assert exact > 0.05
+    assert abs(deterrence_placebo(seq, "a", shuffles=10000) - exact) < 0.02  # 4 standard errors
+
+
+def test_placebo_removes_the_streak_bias_of_independent_rounds():
+    # Independent rounds over 64 rounds, like one agent in one market: the placebo (the bias)
+    # is clearly above zero, and the corrected difference is centred on zero.
+    rng = random.Random(7)
+    raw, placebo = [], []
+    for i in range(1000):
+        p = rng.uniform(0.2, 0.5)
+        seq = []
+        for _ in range(64):
+            harm = int(rng.random() < p)
+            seq.append((harm, "removed" if harm and rng.random() < 0.3 else "clean"))
+        observed = deterrence_raw(seq)
+        shuffled = deterrence_placebo(seq, f"t{i}", shuffles=10)
+        if observed is not None and shuffled is not None:
+            raw.append(observed)
+            placebo.append(shuffled)
+    corrected = [a - b for a, b in zip(raw, placebo, strict=True)]
+    se = statistics.stdev(corrected) / len(corrected) ** 0.5
+    assert statistics.mean(placebo) > 0.006  # about 0.012, standard error 0.002
+    assert abs(statistics.mean(corrected)) < 3 * se
+
+
+def test_deterrence_raw_reads_consecutive_rounds():
+    seq = [(1, "removed"), (0, "clean"), (1, "clean"), (None, "none"), (1, "removed"), (1, "clean")]
+    # after a removal: 0 (round 1), 1 (round 5); after a clean round: 1 (round 2); round 3
+    # failed and round 4 followed a failure
+    assert deterrence_raw(seq) == 1.0 - 0.5
+    assert deterrence_raw([(1, "clean"), (0, "clean")]) is None

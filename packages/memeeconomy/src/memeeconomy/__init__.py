@@ -17,7 +17,7 @@ from memeeconomy.errors import MemeEconomyError
 from memeeconomy.events import COMMUNITIES, TIERS, Community, Event, load_events, shipped_events
 from memeeconomy.market import PRESSURES, MarketConfig, MarketResult, run_market
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "COMMUNITIES",
