@@ -45,6 +45,7 @@ MICRO = replace(
     sinks=1,
     window=2,
     validation_seeds=(100,),
+    dense_layers=0,  # one layer: sparse, so every policy row exists
 )
 PREMISES = ("premise_exact_solves_retrieval", "premise_topk_mass_recall_ge_0_9",
             "premise_random_k_fails")  # fmt: skip

@@ -82,6 +82,36 @@ def test_mage_with_the_whole_prefix_decodes_what_exact_decodes(model):
     assert mage.probe.mean_recall(range(2, 5)) > 0.5
 
 
+def test_dense_layers_attend_exactly_for_every_policy_and_leave_the_probe_means(model):
+    """``Budget.dense_layers``: layer 0 is never handed to the policy (a policy that fails when
+    asked proves it), and the probe's means describe layer 1 only, its per-layer record both."""
+    from mage_attention.attention import Policy
+
+    class OnlyLayer1(Policy):
+        name = "only-layer-1"
+
+        def select(self, layer, step, q, k_pre, v_pre):
+            assert layer == 1, "a dense layer reached the policy"
+            return make_policy("random", self.budget, seed=3).select(layer, step, q, k_pre, v_pre)
+
+    prompt = torch.randint(4, 40, (2, 32))
+    budget = Budget(8, 2, 2, dense_layers=1)
+    res = generate(model, prompt, 4, OnlyLayer1(budget), probe=True)
+    assert res.probe is not None
+    assert set(res.probe.layer_means("oracle")) == {0, 1}
+    assert set(res.probe.layer_means("recall")) == {1}
+    assert res.probe.mean_oracle() == pytest.approx(res.probe.layer_means("oracle")[1])
+    assert res.probe.mean_overlap() == pytest.approx(res.probe.layer_means("overlap")[1])
+    # every layer dense: any policy decodes what exact attention decodes
+    dense = Budget(8, 2, 2, dense_layers=SPEC.layers)
+    exact = generate(model, prompt, 8, make_policy("exact", Budget(8, 2, 2)))
+    for name in ("mage", "quest", "random"):
+        assert torch.equal(generate(model, prompt, 8, make_policy(name, dense)).tokens,
+                           exact.tokens)  # fmt: skip
+    with pytest.raises(MageError, match="dense_layers"):
+        Budget(8, 2, 2, dense_layers=-1)
+
+
 @torch.no_grad()
 def reference_decode(model, prompt, answer_length, threshold=None):
     """Block diffusion decoding without a cache: every step runs the whole sequence so far

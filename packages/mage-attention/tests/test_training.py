@@ -1,7 +1,14 @@
 import torch
 from mage_attention.modeling import ModelSpec, build_model
 from mage_attention.task import MASK, RetrievalTask
-from mage_attention.training import Phase, diffusion_inputs, diffusion_loss, pretrained, train
+from mage_attention.training import (
+    Phase,
+    _Sharpen,
+    diffusion_inputs,
+    diffusion_loss,
+    pretrained,
+    train,
+)
 
 
 def test_noisy_blocks_see_earlier_clean_blocks_and_themselves_only():
@@ -68,3 +75,52 @@ def test_pretrained_trains_once_and_then_loads(tmp_path):
     assert not list(tmp_path.glob("mage-attention/.*tmp"))
     for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+def test_a_resumed_curriculum_equals_one_call(tmp_path):
+    """``pretrained`` trains the last phase on the cached model of the phases before it; that
+    must give the weights that training every phase in one call gives."""
+    task = RetrievalTask(prompt_length=32, pairs=8, queries=8, num_keys=10, num_values=4,
+                         num_fillers=4)  # fmt: skip
+    spec = ModelSpec(hidden_size=16, intermediate_size=32, layers=1, query_heads=2, kv_heads=1,
+                     block_size=4, max_positions=128)  # fmt: skip
+    phases = [Phase(3, 32, 2), Phase(2, 64, 2, 1e-3)]
+    one = build_model(spec, task.vocab_size, MASK, 0)
+    train(one, task, phases, seed=0)
+    calls = []
+    resumed = pretrained(spec, task, phases, 0, tmp_path, progress=calls.append)
+    assert len(calls) == 5
+    assert len(list(tmp_path.glob("mage-attention/bd-*/config.json"))) == 2  # both prefixes
+    for p, q in zip(one.parameters(), resumed.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    longer = pretrained(spec, task, [*phases, Phase(1, 64, 2)], 0, tmp_path,
+                        progress=calls.append)  # fmt: skip
+    assert len(calls) == 6  # only the added phase trained
+    assert longer is not None
+
+
+def _prefix_entropy(model, task, seed=5):
+    data = task.generate(8, seed)
+    batch = diffusion_inputs(data.sequences, data.prompt.shape[1], 4, torch.Generator())
+    prefix = data.prompt.shape[1] // 4 * 4
+    sharp = _Sharpen(batch["attention_mask"], prefix, data.sequences.shape[1] - prefix, 1)
+    with torch.no_grad():
+        loss = diffusion_loss(model, batch, mage_state=sharp)
+    return loss, diffusion_loss(model, batch).detach(), float(torch.stack(sharp.entropies).mean())
+
+
+def test_the_sharpness_term_attends_as_the_model_does_and_lowers_prefix_entropy():
+    """The sharpness term's attention is the model's own (same loss), it reads layers >= 1
+    only, and a phase weighted by it leaves answer-block queries with a sharper prefix
+    attention than the same phase without it."""
+    task = RetrievalTask(prompt_length=32, pairs=8, queries=2, num_keys=10, num_values=4,
+                         num_fillers=4, in_block=True)  # fmt: skip
+    spec = ModelSpec(hidden_size=16, intermediate_size=32, layers=2, query_heads=2, kv_heads=1,
+                     block_size=4, max_positions=128)  # fmt: skip
+    entropy = {}
+    for weight in (0.0, 1.0):
+        model = build_model(spec, task.vocab_size, MASK, 0)
+        train(model, task, [Phase(30, 32, 8, 1e-2, sharpen=weight)], seed=0)
+        with_term, plain, entropy[weight] = _prefix_entropy(model, task)
+        torch.testing.assert_close(with_term, plain)
+    assert entropy[1.0] < entropy[0.0] - 0.3

@@ -40,17 +40,23 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Budget:
-    """``k`` prefix keys per KV head, of which ``sinks`` first and ``window`` last always."""
+    """``k`` prefix keys per KV head, of which ``sinks`` first and ``window`` last always.
+
+    ``dense_layers``: the first layers attend exactly for every policy (Quest keeps its first
+    two layers dense; a model's first layers spread their attention over the whole prefix,
+    where no ``k`` keys hold most of the mass). The decoder applies it (a policy is never asked
+    for those layers), so every sparse policy follows the same rule."""
 
     k: int
     sinks: int = 4
     window: int = 16
+    dense_layers: int = 0
 
     def __post_init__(self) -> None:
-        if self.k < 1 or self.sinks < 0 or self.window < 0:
+        if self.k < 1 or self.sinks < 0 or self.window < 0 or self.dense_layers < 0:
             raise MageError(
-                f"budget: k must be >= 1 and sinks, window >= 0, got k={self.k}, "
-                f"sinks={self.sinks}, window={self.window}"
+                f"budget: k must be >= 1 and sinks, window, dense_layers >= 0, got k={self.k}, "
+                f"sinks={self.sinks}, window={self.window}, dense_layers={self.dense_layers}"
             )
         if self.sinks + self.window > self.k:
             raise MageError(

@@ -17,6 +17,8 @@ For a prompt of ``L`` tokens and ``A`` answer tokens:
 With ``probe=True`` every sparse step also runs the exact pass it replaces, to record
 attention-mass recall per step, and every step records the exact top-``k`` per layer and KV
 head (for the step-1 vs step-t overlap): measurement only, it does not change the tokens.
+The budget's ``dense_layers`` first layers attend exactly under every policy; the probe's
+means cover the other layers (its per-layer record keeps every layer).
 """
 
 from __future__ import annotations
@@ -147,17 +149,28 @@ class SparseAttentionState:
                 q, k_blk, v_blk, scale=s, enable_gqa=True
             )
         k_pre, v_pre = self.cache.prefix(layer)
-        out, mass, chosen = sparse_step(
-            self.policy, layer, self.step, q, k_pre, v_pre, k_blk, v_blk, s, self.backend
-        )
+        dense = layer < int(getattr(self.policy.budget, "dense_layers", 0))
+        if dense:  # Budget.dense_layers: exact for every policy, which is never asked
+            out, mass = block_attention(
+                q, k_pre, v_pre, k_blk, v_blk, s, with_mass=self.probe is not None
+            )
+            chosen = None
+        else:
+            out, mass, chosen = sparse_step(
+                self.policy, layer, self.step, q, k_pre, v_pre, k_blk, v_blk, s, self.backend
+            )
         if self.probe is not None:
             if mass is None:
                 _, mass = block_attention(q, k_pre, v_pre, k_blk, v_blk, s, with_mass=True)
                 assert mass is not None
-            self._record(layer, mass, chosen.idx if chosen is not None else None)
+            self._record(layer, mass, chosen.idx if chosen is not None else None, dense)
         return out
 
-    def _record(self, layer: int, mass: torch.Tensor, idx: torch.Tensor | None) -> None:
+    def _record(
+        self, layer: int, mass: torch.Tensor, idx: torch.Tensor | None, dense: bool = False
+    ) -> None:
+        """Record one layer's step; a dense layer (``Budget.dense_layers``) goes into the
+        per-layer rows only, so the all-layer means describe the layers a policy sparsifies."""
         assert self.probe is not None
         t = self.step + 1
         per_layer = self.probe.by_layer
@@ -170,14 +183,16 @@ class SparseAttentionState:
         if self.policy.budget.k <= mass.shape[-1]:
             best = select_top_k(mass, self.policy.budget)
             o = float(mass_recall(mass, best).mean())
-            self.probe.oracle[t].append(o)
+            if not dense:
+                self.probe.oracle[t].append(o)
             per_layer["oracle"][layer].append(o)
         key = (self.block, layer)
         if self.step == 0:
             self.probe._first[key] = top
         elif key in self.probe._first:
             v = float(top_k_overlap(top, self.probe._first[key]).mean())
-            self.probe.overlap[t].append(v)
+            if not dense:
+                self.probe.overlap[t].append(v)
             per_layer["overlap"][layer].append(v)
 
 
