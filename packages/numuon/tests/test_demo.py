@@ -258,3 +258,38 @@ def test_dataset_at_the_size_limit_is_read(tmp_path, monkeypatch):
     data.write_text("12+34=46. " * 400)  # exactly 4000 bytes
     text, _tok = toy.load_text_file(data, 8, 2, 2)
     assert text.train.shape[1] == 9
+
+
+def _run(quick: bool = False, seed: int = 0, seeds: tuple[int, ...] | None = None):
+    """The ``Run`` the core hands ``numuon demo`` for these seed flags."""
+    import argparse
+    from pathlib import Path
+
+    from paperstack.contract import Run
+
+    count = 2 if quick else 3
+    ran = seeds if seeds is not None else tuple(seed + i for i in range(count))
+    args = argparse.Namespace(seed=seed, seeds=seeds, quick=quick)
+    return Run("numuon", "demo", args, Path("."), quick, ran[0], ran, "cpu", None, False)
+
+
+def test_full_demo_runs_the_reported_seeds_unless_told_otherwise():
+    """The reported run is the default command (so ``nox -s reproduce`` and ``numuon demo``
+    give it), on fresh seeds never used in development: not 0 (the regime was picked on it),
+    not 7 (NuMuon's setting); the declaration names the same seeds for both arms."""
+    from importlib import resources
+
+    import tomllib
+    from numuon.cli import REPORTED_SEEDS, with_reported_seeds
+
+    assert not {0, 7} & set(REPORTED_SEEDS)
+    assert len(REPORTED_SEEDS) >= 3
+    full = with_reported_seeds(_run())
+    assert (full.seed, full.seeds) == (REPORTED_SEEDS[0], REPORTED_SEEDS)
+    assert with_reported_seeds(_run(quick=True)).seeds == (0, 1)  # a smoke run keeps 0-1
+    assert with_reported_seeds(_run(seed=5)).seeds == (5, 6, 7)  # --seed N: N..N+2
+    assert with_reported_seeds(_run(seeds=(0, 1, 2))).seeds == (0, 1, 2)  # --seeds as named
+    text = resources.files("numuon").joinpath("preregistration.toml").read_text("utf-8")
+    declared = tomllib.loads(text)
+    assert tuple(declared["demo"]["seeds"]) == REPORTED_SEEDS
+    assert tuple(declared["demo --real"]["seeds"]) == REPORTED_SEEDS

@@ -49,7 +49,23 @@ def _fractions(flag: str, text: str) -> tuple[float, ...]:
     return values
 
 
+#: The reported seeds of the full demo and of ``demo --real`` when neither ``--seeds`` nor a
+#: first seed other than 0 is given: fresh seeds never used in development. The toy's regime
+#: was picked on seed 0 and NuMuon's setting on seed 7, and the real arm's budget was probed on
+#: seed 0, so the 0.2/0.3 runs on seeds 0-2 (0 for --real) are exploratory; 10-12 confirm them
+#: with the regime, claims and margins frozen before these seeds ran (CHANGELOG, Design
+#: history). ``--quick`` keeps seeds 0-1 (a smoke run, not evidence).
+REPORTED_SEEDS = (10, 11, 12)
+
+
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    for action in p._actions:  # the core's --seeds help says "from --seed"; say what runs here
+        if "--seeds" in action.option_strings:
+            action.help = (
+                "seeds (default: the reported seeds "
+                + ",".join(map(str, REPORTED_SEEDS))
+                + "; with --seed N > 0, N..N+2; 2 from --seed with --quick)"
+            )
     p.add_argument("--steps", type=int, default=None, help="training steps per run")
     p.add_argument(
         "--workers", type=int, default=None, help="processes (default: cores, at most 2)"
@@ -77,9 +93,21 @@ def demo(run: Run) -> Report:
 
     positive(run.args, "--steps")
     positive(run.args, "--workers")
+    run = with_reported_seeds(run)
     if run.args.real:
         return _real(run)
     return run_demo(run)
+
+
+def with_reported_seeds(run: Run) -> Run:
+    """``run`` on :data:`REPORTED_SEEDS` when it is a full run that named no seeds (no
+    ``--seeds``, ``--seed`` left at 0), so the default command reproduces the reported run;
+    otherwise unchanged. The report's config records the seeds that ran."""
+    from dataclasses import replace
+
+    if run.quick or run.args.seeds is not None or run.args.seed != 0:
+        return run
+    return replace(run, seed=REPORTED_SEEDS[0], seeds=REPORTED_SEEDS)
 
 
 def _real(run: Run) -> Report:

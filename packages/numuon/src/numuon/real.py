@@ -65,6 +65,11 @@ class RealConfig:
     val_sequences: int = 16
     calib_sequences: int = 16
     device: str = "cpu"
+    #: torch CPU threads for the run (restored after). One: on the shared, oversubscribed
+    #: 2-core machine torch's two OpenMP threads spin against each other in the Krylov QRs
+    #: (measured at load 12-17: a NuMuon step on these 7 matrices 7 s on one thread, over
+    #: 300 s on two). It changes speed only, not what is computed (up to float rounding).
+    threads: int = 1
 
 
 REAL = RealConfig()
@@ -175,6 +180,18 @@ def run_real(
     cfg: RealConfig, seeds: Sequence[int], log: Callable[[str], None] = print
 ) -> tuple[list[Any], list[Any], dict[str, Any]]:
     """Rows, claims and config of the real-model arm (see the module docstring)."""
+    threads = torch.get_num_threads()
+    if cfg.device == "cpu":
+        torch.set_num_threads(cfg.threads)
+    try:
+        return _run_real(cfg, seeds, log)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_real(
+    cfg: RealConfig, seeds: Sequence[int], log: Callable[[str], None]
+) -> tuple[list[Any], list[Any], dict[str, Any]]:
     from numuon.baselines import build_optimizer
     from numuon.compression import compress
     from numuon.spectra import energy_kept, hidden_matrices, model_ranks
