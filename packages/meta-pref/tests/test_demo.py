@@ -14,9 +14,11 @@ CLAIMS = [
     "premise_headroom_far",
     "meta_rm_beats_joint_at_100",
     "meta_dpo_winrate_beats_joint_at_100",
+    "meta_dpo_beats_joint_head_to_head_at_100",
     "gap_closes_with_data",
     "holds_at_far_distance",
     "meta_dpo_holds_at_far_distance",
+    "meta_dpo_beats_joint_head_to_head_far",
 ]
 
 
@@ -52,6 +54,17 @@ def test_demo_quick_writes_the_issues_claims_from_per_seed_rows(quick_run):
     assert not [r for r in results.rows if r.system == "meta" and r.split == "far/1000"]
     assert results.row("zero-shot", "rm_accuracy", "near/0").seeds
     assert results.row("meta-joint", "rm_accuracy_gap", "near/1000").seeds
+    # head to head: one paired item per (seed, prompt), the claim judged on them against 0.5
+    for target in ("near", "far"):
+        h2h = results.row("meta-vs-joint", "dpo_h2h_winrate", f"{target}/100")
+        assert len(h2h.items) == 2 * 100
+        assert set(h2h.items.values()) <= {0.0, 0.5, 1.0}
+        assert {k.split("/")[0] for k in h2h.items} == {"s0", "s1"}
+        per_seed = results.row("meta-vs-joint", "dpo_h2h_winrate_per_seed", f"{target}/100")
+        assert per_seed.value == pytest.approx(h2h.value)
+    claim = next(c for c in results.claims if c.id == "meta_dpo_beats_joint_head_to_head_at_100")
+    assert claim.rhs == 0.5
+    assert claim.n == 200
     report = (quick_run / "report.md").read_text()
     assert report.startswith("# meta-pref")
     assert "smoke run" in report
@@ -155,3 +168,39 @@ def test_a_full_disk_leaves_no_half_written_figure(quick_run, tmp_path, monkeypa
     with pytest.raises(OSError, match="No space left"):
         figures(rows, QUICK, out)
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_demo_real_runs_every_part_on_a_tiny_budget(tmp_path, monkeypatch):
+    """`demo --real --quick` with a zoo Llama in SmolLM2's place: the real arm's rows and its
+    three claims (the premise first, the two method claims gated on it)."""
+    import dataclasses
+
+    from meta_pref import demo
+
+    from paperstack.testing import zoo
+
+    tiny = dataclasses.replace(demo.REAL_QUICK, model=str(zoo.checkpoint("llama")))
+    monkeypatch.setattr(demo, "REAL_QUICK", tiny)
+    out = tmp_path / "real"
+    assert main(["demo", "--real", "--quick", "--seeds", "0,1", "--no-progress",
+                 "--out", str(out)]) == 0  # fmt: skip
+    results = load_results(out / "results.json")
+    assert [c.id for c in results.claims] == [
+        "real_premise_headroom",
+        "real_meta_rm_beats_joint_at_100",
+        "real_meta_dpo_beats_joint_head_to_head_at_100",
+    ]
+    assert all(c.requires == ("real_premise_headroom",) for c in results.claims[1:])
+    assert results.row("target-only", "rm_accuracy", "near/16").seeds
+    assert results.row("meta", "rm_accuracy", "near/8").seeds
+    assert len(results.row("meta-vs-joint", "dpo_h2h_winrate", "near/8").items) == 2 * 4
+    assert results.manifest.config["real"] is True
+
+
+@pytest.mark.slow
+def test_demo_real_quick_on_smollm2(tmp_path, smollm2):
+    out = tmp_path / "real"
+    argv = ["demo", "--real", "--quick", "--seeds", "0", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    assert load_results(out / "results.json").claims

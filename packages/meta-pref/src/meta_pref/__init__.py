@@ -53,7 +53,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'meta_pref' has no attribute {name!r}")
 
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "AdaptSettings",

@@ -36,14 +36,18 @@ from meta_pref.models import (
     collate_rewards,
     encode_policy,
     encode_rewards,
+    is_toy,
+    max_length,
+    prompt_ids,
+    prompt_text,
 )
-from meta_pref.world import SEP
 
 __all__ = [
     "AdaptResult",
     "AdaptSettings",
     "adapt_policy",
     "adapt_reward_model",
+    "head_to_head",
     "lora_only",
     "reward_accuracy",
     "win_rate",
@@ -243,10 +247,13 @@ def _train(
     and trainer arguments one trainer has and the other does not; ``score`` (lower is better)
     drives early stopping when given."""
     config_extra = {k: v for k, v in extra.items() if k != "ref_model"}
+    # The rows are truncated to the model's context already (dpo_texts, encode_rewards); the
+    # DPO limit is a safety net for a re-tokenization that comes out a token longer.
+    limit = max_length(tok)
+    config_extra["max_length"] = limit + 1 if "beta" in extra and limit is not None else None
     trainer_extra = {k: v for k, v in extra.items() if k == "ref_model"}
     with tempfile.TemporaryDirectory(prefix="meta-pref-") as out:
-        args = config_cls(**_common_args(settings, len(rows), out), max_length=None,
-                          **config_extra)  # fmt: skip
+        args = config_cls(**_common_args(settings, len(rows), out), **config_extra)
         trainer = trainer_cls(model=model, args=args, train_dataset=_dataset(rows),
                               processing_class=tok, **trainer_extra)  # fmt: skip
         _quiet(trainer)
@@ -270,12 +277,28 @@ def dpo_texts(
     tok: PreTrainedTokenizerBase, pairs: Sequence[PreferencePair]
 ) -> list[dict[str, str]]:
     """trl 1.16's ``DPOTrainer`` tokenizes text itself (it has no pre-tokenized path): the
-    prompt carries the BOS token and the separator, trl appends EOS to each response, so its
-    token ids equal :func:`meta_pref.models.encode_policy`'s (tested)."""
-    return [
-        {"prompt": tok.bos_token + p.prompt + SEP, "chosen": p.chosen, "rejected": p.rejected}
-        for p in pairs
-    ]
+    prompt is :func:`meta_pref.models.prompt_text` (the toy's BOS and separator, or a model's
+    chat template with the generation prompt), trl appends EOS to each response, so its token
+    ids equal :func:`meta_pref.models.encode_policy`'s (tested)."""
+    if max_length(tok) is None:
+        return [
+            {"prompt": prompt_text(tok, p.prompt), "chosen": p.chosen, "rejected": p.rejected}
+            for p in pairs
+        ]
+    # A model's context: the pair as encode_policy truncates it, decoded back to text (special
+    # tokens kept), so trl's own tokenization sees what every other path sees.
+    out = []
+    for p, row in zip(pairs, encode_policy(tok, pairs), strict=True):
+        texts = {"prompt": prompt_text(tok, p.prompt), "chosen": p.chosen,
+                 "rejected": p.rejected}  # fmt: skip
+        if len(row["prompt_ids"]) < len(prompt_ids(tok, p.prompt)):
+            texts["prompt"] = str(tok.decode(row["prompt_ids"]))
+        for key in ("chosen", "rejected"):
+            ids = row[f"{key}_ids"]
+            if ids[-1:] != [tok.eos_token_id]:  # cut: the response's start, trl adds EOS
+                texts[key] = str(tok.decode(ids))
+        out.append(texts)
+    return out
 
 
 def dpo_validation_score(
@@ -346,18 +369,25 @@ def sample_responses(
     seed: int,
     max_new_tokens: int = 6,
 ) -> list[str]:
-    """One sampled response per prompt (temperature 1, through ``generate``)."""
+    """One sampled response per prompt (temperature 1, through ``generate``). The toy's
+    prompts share one length; a model's chat prompts are left-padded into one batch and
+    truncated to leave ``max_new_tokens`` of its context."""
     model.eval()
-    bos = tok.bos_token_id
-    ids = [[bos, *tok(p + SEP, add_special_tokens=False)["input_ids"]] for p in prompts]
-    if len({len(i) for i in ids}) != 1:
+    ids = [prompt_ids(tok, p) for p in prompts]
+    limit = max_length(tok)
+    if limit is not None:
+        ids = [i[max(0, len(i) - (limit - max_new_tokens)) :] for i in ids]
+    if is_toy(tok) and len({len(i) for i in ids}) != 1:
         raise MetaPrefError("win_rate: prompts must have one length in tokens (the toy's do)")
-    inputs = torch.tensor(ids)
+    width = max(len(i) for i in ids)
+    pad = tok.pad_token_id
+    inputs = torch.tensor([[pad] * (width - len(i)) + i for i in ids])
+    mask = torch.tensor([[0] * (width - len(i)) + [1] * len(i) for i in ids])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         out = model.generate(  # type: ignore[operator]
             input_ids=inputs,
-            attention_mask=torch.ones_like(inputs),
+            attention_mask=mask,
             do_sample=True,
             top_k=0,
             temperature=1.0,
@@ -373,6 +403,17 @@ def sample_responses(
     return texts
 
 
+def _judged(
+    prompts: Sequence[str], ours: list[str], theirs: list[str], judge: Callable[[str, str], float]
+) -> dict[str, float]:
+    """Per prompt index: 1 if ``ours`` beats ``theirs`` under ``judge``, 0.5 on a tie, else 0."""
+    scores = {}
+    for i, (p, a, b) in enumerate(zip(prompts, ours, theirs, strict=True)):
+        ra, rb = judge(p, a), judge(p, b)
+        scores[str(i)] = 1.0 if ra > rb else 0.5 if ra == rb else 0.0
+    return scores
+
+
 def win_rate(
     policy: PreTrainedModel,
     ref: PreTrainedModel,
@@ -384,12 +425,23 @@ def win_rate(
     """Per prompt: 1 if the policy's sampled response beats the reference's under ``judge``
     (``judge(prompt, response) -> reward``), 0.5 on a tie, else 0. Keys are prompt indices."""
     ours = sample_responses(policy, tok, prompts, seed)
-    theirs = sample_responses(ref, tok, prompts, seed + 7919)
-    scores = {}
-    for i, (p, a, b) in enumerate(zip(prompts, ours, theirs, strict=True)):
-        ra, rb = judge(p, a), judge(p, b)
-        scores[str(i)] = 1.0 if ra > rb else 0.5 if ra == rb else 0.0
-    return scores
+    return _judged(prompts, ours, sample_responses(ref, tok, prompts, seed + 7919), judge)
+
+
+def head_to_head(
+    policy: PreTrainedModel,
+    other: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    judge: Callable[[str, str], float],
+    seed: int,
+) -> dict[str, float]:
+    """Per prompt: 1 if ``policy``'s sampled response beats ``other``'s under ``judge``, 0.5 on
+    a tie, else 0 (the paper's win rate of the meta-initialised policy against the joint one).
+    Both sample with the same seed (common random numbers: the comparison is symmetric and
+    its per-prompt noise smaller). Keys are prompt indices, so two systems pair by prompt."""
+    ours = sample_responses(policy, tok, prompts, seed)
+    return _judged(prompts, ours, sample_responses(other, tok, prompts, seed), judge)
 
 
 def lora_only(model: PreTrainedModel, rank: int = 8, reward_head: bool = True) -> Any:

@@ -8,12 +8,17 @@
   ``--pairs FILE --target CODE``: the reward-model half on your own multilingual JSONL.
 - ``meta-pref bench --out DIR``: wall time of one meta (FOMAML) outer step over one joint step
   of the same batch size (a ratio paired per repeat), in ``DIR/bench.json``.
-- ``meta-pref tune --out DIR``: the validation-seed search of the inner learning rate and
-  steps on the validation language (how the demo's defaults were chosen).
+- ``meta-pref tune --out DIR``: the meta-learned and the joint initialisation tuned the same
+  way (a 3 x 3 grid each, the same budget, score and edge rule) on the validation language and
+  validation seeds 98 and 99 (:func:`meta_pref.tune.tune_grids`).
 - ``meta-pref headroom --out DIR``: the premise measured on validation seeds: target-only
   reward accuracy by epoch at 25/100/1000 pairs, and what each candidate adaptation budget
   rule would keep (how the demo's budget rule was chosen).
 - ``meta-pref pairs --out FILE``: the world's pairs of some languages as JSONL.
+- ``meta-pref train --model M --pairs FILE --target CODE --out DIR``: the method on your own
+  model (any causal LM folder, hub id or ``smollm2-135m-instruct``) and pairs: meta- (or joint)
+  training of a reward model or DPO policy on the source languages, adaptation on the target's
+  pairs with trl, the held-out score before and after; saves the model (:mod:`meta_pref.train`).
 
 The common flags and flow come from :class:`paperstack.contract.ContractCLI`. Heavy imports
 stay inside the commands so that ``--help`` is instant.
@@ -33,9 +38,12 @@ from paperstack.contract import (
     ContractCLI,
     Report,
     Run,
+    fraction,
     parse_seeds,
+    positive_float,
     positive_int,
     positive_int_list,
+    seed_int,
 )
 
 cli = ContractCLI("meta-pref", "meta-pref", __version__, __doc__)
@@ -49,6 +57,11 @@ def _threads() -> None:
         torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
     os.environ.setdefault("TQDM_DISABLE", "1")
+    # No per-load / per-map progress bars from a user's checkpoint or trl's dataset maps.
+    transformers.utils.logging.disable_progress_bar()
+    import datasets
+
+    datasets.disable_progress_bars()
     # transformers 5 renames gradient checkpointing; trl 1.16 still uses the old names.
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
 
@@ -77,6 +90,16 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="meta-learning algorithm (default fomaml)",
     )
+    p.add_argument("--real", action="store_true",
+                   help="the real-model arm: SmolLM2-135M-Instruct as the base of the reward "
+                   "model and the policy, 100 near-target pairs (about an hour or more on a "
+                   "CPU; --quick: a smoke run of every part)")  # fmt: skip
+
+
+def d_real(quick: bool) -> Any:
+    from meta_pref.demo import REAL, REAL_QUICK
+
+    return REAL_QUICK if quick else REAL
 
 
 def _configured(run: Run) -> Any:
@@ -84,7 +107,7 @@ def _configured(run: Run) -> Any:
 
     from meta_pref.demo import FULL, QUICK
 
-    config = QUICK if run.quick else FULL
+    config = d_real(run.quick) if run.args.real else QUICK if run.quick else FULL
     if run.args.sizes is not None:
         sizes = tuple(sorted(set(run.args.sizes)))
         dpo_sizes = tuple(n for n in sizes if n == 100) or (min(sizes),)
@@ -114,6 +137,8 @@ def demo(run: Run) -> Report:
     if run.args.sources is not None:
         raise MetaPrefError("--sources needs --pairs (the toy world's sources are fixed)")
     world = default_world()
+    if run.args.real and (run.args.target is not None or run.args.sizes is not None):
+        raise MetaPrefError("--real runs its declared design: no --target or --sizes")
     if run.args.target is not None:
         world.check_codes([run.args.target])
         config = dataclasses_replace_targets(config, run.args.target)
@@ -122,6 +147,11 @@ def demo(run: Run) -> Report:
         for seed in run.seeds:
             per_seed[seed] = d.run_seed(world, config, seed, log=run.log, advance=bar.advance)
     rows = d.rows_for(per_seed)
+    if run.args.real:
+        claims = d.real_claims_for(rows, config)
+        intro = d.real_intro(config, run.seeds, run.quick, claims)
+        return Report(rows, claims, title="meta-pref: demo --real (SmolLM2)", intro=intro,
+                      config=d.config_dict(config))  # fmt: skip
     claims = d.claims_for(rows, config) if run.args.target is None else []
     figures = d.figures(rows, config, run.out)
     intro = d.intro(config, run.seeds, run.quick, claims)
@@ -169,17 +199,38 @@ def bench(run: Run) -> Report:
 
 
 def _tune_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, required=True, help="folder for tune.json")
-    p.add_argument("--seed", type=int, default=99, help="the validation seed (default 99)")
+    p.add_argument("--out", type=Path, required=True, help="folder for tune-grids.json")
+    p.add_argument("--seeds", type=parse_seeds, default=(98, 99),
+                   help="validation seeds (default 98,99; never a reported seed)")  # fmt: skip
+    p.add_argument(
+        "--extensions",
+        type=int,
+        choices=(0, 1, 2),
+        default=1,
+        help="rounds of extending an axis whose best value is on its edge",
+    )
+    p.add_argument(
+        "--alpha-only",
+        action="store_true",
+        help="the 0.2 search instead (inner lr alone, on the first seed)",
+    )
 
 
-@cli.command("tune", "choose the inner lr and steps on the validation language and seed",
-             _tune_arguments)  # fmt: skip
+@cli.command("tune", "tune the meta-learned and the joint initialisation with the same grid "
+             "shape and budget on the validation language and seeds", _tune_arguments)  # fmt: skip
 def tune_command(args: argparse.Namespace) -> int:
     _threads()
-    from meta_pref.tune import tune
+    import json
 
-    print(tune(args.out, seed=args.seed))
+    from meta_pref.tune import tune, tune_grids
+
+    if args.alpha_only:
+        print(tune(args.out, seed=args.seeds[0]))
+        return 0
+    report = tune_grids(args.out, seeds=tuple(args.seeds), extensions=args.extensions)
+    print(json.dumps({k: report[k]["best"] | {"interior": report[k]["interior"],
+                                              "configs": report[k]["configs"]}
+                      for k in ("meta", "joint")}))  # fmt: skip
     return 0
 
 
@@ -223,6 +274,52 @@ def pairs_command(args: argparse.Namespace) -> int:
     pairs = [p for c in codes for p in world.pairs(c, args.n, seed=args.seed)]
     print(write_pairs(args.out, pairs))
     return 0
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="model folder, hub id or preset (smollm2-135m-instruct): any causal LM; "
+                   "the reward model is its body with a new one-output head")  # fmt: skip
+    p.add_argument("--pairs", type=Path, required=True,
+                   help='JSONL: {"lang", "prompt", "chosen", "rejected"} a line')  # fmt: skip
+    p.add_argument("--target", required=True, help="the target language code (held out)")
+    p.add_argument("--sources", default=None,
+                   help="comma-separated source codes (default: all but the target)")  # fmt: skip
+    p.add_argument("--out", type=Path, required=True, help="folder for model/ and train.json")
+    p.add_argument("--objective", choices=("reward", "dpo"), default="reward",
+                   help="reward: a Bradley-Terry reward model; dpo: a DPO policy")  # fmt: skip
+    p.add_argument("--init", choices=("meta", "joint"), default="meta",
+                   help="meta-learned (default) or joint on as many pairs")  # fmt: skip
+    p.add_argument("--algorithm", choices=("fomaml", "reptile"), default="fomaml")
+    p.add_argument("--outer-steps", type=positive_int, default=20, help="meta outer steps")
+    p.add_argument("--meta-batch", type=positive_int, default=3, help="languages per outer step")
+    p.add_argument("--inner-steps", type=positive_int, default=3, help="inner SGD steps")
+    p.add_argument("--inner-lr", type=positive_float, default=1e-4, help="inner SGD lr α")
+    p.add_argument("--outer-lr", type=positive_float, default=1e-5,
+                   help="outer Adam lr (FOMAML) and the joint baseline's lr")  # fmt: skip
+    p.add_argument("--support", type=positive_int, default=8, help="support pairs per task")
+    p.add_argument("--query", type=positive_int, default=8, help="query pairs per task")
+    p.add_argument("--adapt-epochs", type=positive_int, default=4, help="adaptation epochs")
+    p.add_argument("--adapt-max-steps", type=positive_int, default=None,
+                   help="cap on adaptation steps (smoke runs)")  # fmt: skip
+    p.add_argument("--adapt-lr", type=positive_float, default=1e-5, help="adaptation lr")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="adaptation batch")
+    p.add_argument("--beta", type=positive_float, default=0.1, help="DPO β")
+    p.add_argument("--eval-fraction", type=fraction, default=0.3,
+                   help="share of the target's pairs held out for scoring")  # fmt: skip
+    p.add_argument("--max-length", type=positive_int, default=512,
+                   help="most tokens of prompt + response (and the model's context)")  # fmt: skip
+    p.add_argument("--seed", type=seed_int, default=0, help="training seed")
+
+
+@cli.command("train", "meta-learn a reward model or DPO policy from your model on your pairs "
+             "and adapt it to the target language; saves the model", _train_arguments)  # fmt: skip
+def train_command(args: argparse.Namespace) -> int:
+    """Every input checked before the model loads (:mod:`meta_pref.train`)."""
+    _threads()
+    from meta_pref.train import command
+
+    return command(args)
 
 
 main = cli.main

@@ -57,7 +57,7 @@ from meta_pref.meta import MetaConfig
 from meta_pref.world import SOURCES, MultilingualWorld
 from paperstack.records import Claim, Row, save_figure
 
-__all__ = ["FULL", "QUICK", "DemoConfig", "claims_for", "run_seed"]
+__all__ = ["FULL", "QUICK", "REAL", "REAL_QUICK", "DemoConfig", "claims_for", "run_seed"]
 
 SYSTEMS = ("meta", "joint", "target-only")
 
@@ -82,14 +82,30 @@ class DemoConfig:
     rm_adapt: AdaptSettings = field(default_factory=AdaptSettings)
     dpo_adapt: AdaptSettings = field(default_factory=AdaptSettings)
     beta: float = 0.1
+    #: Joint training's batch (its steps shrink as it grows, so it sees as many pairs as the
+    #: meta-learner: ``joint_steps``); the meta-learner's support size by default.
+    joint_batch: int | None = None
+    #: None: the toy's tiny Llama models (random init; π_ref trained by SFT on behaviour
+    #: text). A checkpoint folder or preset: the real-model arm (``demo --real``): the reward
+    #: model is its body with a new head (target-only starts there), π_ref is the model.
+    model: str | None = None
+    #: The real arm's longest prompt + response in tokens (the model's context bounds it too).
+    max_length: int = 128
+
+    @property
+    def joint_batch_size(self) -> int:
+        return self.joint_batch or self.meta.support
 
     @property
     def joint_steps(self) -> int:
-        return self.meta.outer_steps * self.meta.passes_per_step
+        """Joint steps that see as many pairs as meta-training's passes (compute-matched)."""
+        passes = self.meta.outer_steps * self.meta.passes_per_step
+        return max(1, passes * self.meta.support // self.joint_batch_size)
 
     @property
     def dpo_joint_steps(self) -> int:
-        return self.dpo_meta.outer_steps * self.dpo_meta.passes_per_step
+        passes = self.dpo_meta.outer_steps * self.dpo_meta.passes_per_step
+        return max(1, passes * self.dpo_meta.support // self.joint_batch_size)
 
 
 FULL = DemoConfig()
@@ -108,6 +124,45 @@ QUICK = DemoConfig(
     dpo_sizes=(100,),
     rm_adapt=AdaptSettings(epochs=2, max_steps=8),
     dpo_adapt=AdaptSettings(epochs=2, max_steps=6),
+)
+
+
+#: ``demo --real``: SmolLM2-135M-Instruct as the base of both models, on the toy world's
+#: languages, at 100 target pairs (near target; 400 for the premise's target-only arm), 3 seeds.
+#: Budgets were set before any run from what fits a CPU; step sizes are ``meta-pref train``'s
+#: defaults for a pretrained model (not tuned: no validation search was run at this scale).
+REAL = DemoConfig(
+    sizes=(100, 400), targets=("near",), dpo_targets=("near",), dpo_sizes=(100,),
+    reduced_targets=("near",), source_pairs=200, eval_pairs=200, eval_prompts=100,
+    sft_steps=0, sft_texts=0,
+    meta=MetaConfig(outer_steps=20, inner_steps=2, inner_lr=1e-4, outer_lr=1e-5, support=8,
+                    query=8),
+    dpo_meta=MetaConfig(outer_steps=10, inner_steps=2, inner_lr=1e-4, outer_lr=1e-5,
+                        support=8, query=8),
+    joint_lr=1e-5,
+    rm_adapt=AdaptSettings(learning_rate=1e-5, batch_size=8, epochs=4),
+    dpo_adapt=AdaptSettings(learning_rate=1e-5, batch_size=8, epochs=4),
+    model="smollm2-135m-instruct",
+)  # fmt: skip
+
+
+#: ``demo --real --quick``: the real arm's every part on a few pairs and steps (measures nothing).
+REAL_QUICK = dataclasses.replace(
+    REAL,
+    sizes=(8, 16),
+    dpo_sizes=(8,),
+    source_pairs=20,
+    eval_pairs=8,
+    eval_prompts=4,
+    meta=MetaConfig(
+        outer_steps=1, meta_batch=2, inner_steps=1, inner_lr=1e-4, outer_lr=1e-5, support=4, query=4
+    ),
+    dpo_meta=MetaConfig(
+        outer_steps=1, meta_batch=2, inner_steps=1, inner_lr=1e-4, outer_lr=1e-5, support=4, query=4
+    ),
+    rm_adapt=AdaptSettings(learning_rate=1e-5, batch_size=4, epochs=1, max_steps=1),
+    dpo_adapt=AdaptSettings(learning_rate=1e-5, batch_size=4, epochs=1, max_steps=1),
+    max_length=64,
 )
 
 
@@ -132,7 +187,7 @@ def train_inits(
     rm_tasks = {c: m.encode_rewards(tok, p) for c, p in sources.items()}
     rm_collate = functools.partial(m.collate_rewards, pad_id=pad)
     out: dict[str, Any] = {"seconds": {}}
-    random_rm = m.reward_model(tok, seed)
+    random_rm = _reward_init(config, tok, seed)
     out["rm/random"] = random_rm
     start = time.perf_counter()
     out["rm/meta"] = copy.deepcopy(random_rm)
@@ -142,7 +197,7 @@ def train_inits(
     start = time.perf_counter()
     out["rm/joint"] = copy.deepcopy(random_rm)
     joint_train(out["rm/joint"], rm_tasks, bradley_terry_objective, rm_collate,
-                steps=config.joint_steps, batch=config.meta.support, lr=config.joint_lr,
+                steps=config.joint_steps, batch=config.joint_batch_size, lr=config.joint_lr,
                 seed=seed)  # fmt: skip
     out["seconds"]["rm/joint"] = time.perf_counter() - start
     log(f"seed {seed}: reward-model inits in {out['seconds']['rm/meta']:.0f} s (meta) and "
@@ -150,9 +205,7 @@ def train_inits(
 
     if config.dpo_targets:
         start = time.perf_counter()
-        ref = m.policy_model(tok, seed)
-        m.train_sft(ref, tok, world.sft_texts(world.codes, config.sft_texts, seed),
-                    steps=config.sft_steps, seed=seed)  # fmt: skip
+        ref = _reference(config, world, tok, seed)
         ref.requires_grad_(False)
         out["dpo/ref"] = ref
         dpo_tasks = {c: m.add_reference_logps(ref, m.encode_policy(tok, p), pad)
@@ -166,12 +219,53 @@ def train_inits(
                            _seeded(config.dpo_meta, seed))  # fmt: skip
             else:
                 joint_train(policy, dpo_tasks, objective, dpo_collate,
-                            steps=config.dpo_joint_steps, batch=config.dpo_meta.support,
+                            steps=config.dpo_joint_steps, batch=config.joint_batch_size,
                             lr=config.joint_lr, seed=seed)  # fmt: skip
             out[f"dpo/{name}"] = policy
         out["seconds"]["dpo"] = time.perf_counter() - start
         log(f"seed {seed}: π_ref and DPO inits in {out['seconds']['dpo']:.0f} s")
     return out
+
+
+def _tokenizer(config: DemoConfig) -> Any:
+    from meta_pref import models as m
+
+    if config.model is None:
+        return m.tokenizer()
+    from meta_pref.hf import load_tokenizer
+
+    return load_tokenizer(config.model, config.max_length)
+
+
+def _reward_init(config: DemoConfig, tok: Any, seed: int) -> Any:
+    """The seed's reward-model start: the toy's random tiny Llama, or the checkpoint's body
+    with a reward head initialised from the seed."""
+    import torch
+
+    from meta_pref import models as m
+
+    if config.model is None:
+        return m.reward_model(tok, seed)
+    from meta_pref.hf import load_reward_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return load_reward_model(config.model, tok)
+
+
+def _reference(config: DemoConfig, world: MultilingualWorld, tok: Any, seed: int) -> Any:
+    """π_ref: the toy policy trained by SFT on behaviour text, or the checkpoint itself (an
+    instruct model is already the SFT model the paper starts DPO from)."""
+    from meta_pref import models as m
+
+    if config.model is None:
+        ref = m.policy_model(tok, seed)
+        m.train_sft(ref, tok, world.sft_texts(world.codes, config.sft_texts, seed),
+                    steps=config.sft_steps, seed=seed)  # fmt: skip
+        return ref
+    from meta_pref.hf import load_policy
+
+    return load_policy(config.model, tok)
 
 
 def run_seed(
@@ -181,12 +275,18 @@ def run_seed(
     log: Callable[[str], None] = lambda _: None,
     advance: Callable[[], None] = lambda: None,
 ) -> dict[str, dict[str, float]]:
-    """One seed of the protocol: ``{metric/split/system: value}`` flattened as
-    ``{(metric, split): {system: value}}`` in a plain dict of dicts keyed ``metric|split``."""
-    from meta_pref import models as m
-    from meta_pref.adapt import adapt_policy, adapt_reward_model, reward_accuracy, win_rate
+    """One seed of the protocol: ``{(metric, split): {system: value}}`` in a plain dict of
+    dicts keyed ``metric|split``; per-prompt values (the head-to-head DPO win rate) are keyed
+    ``items:metric|split`` and hold ``{prompt index: value}``."""
+    from meta_pref.adapt import (
+        adapt_policy,
+        adapt_reward_model,
+        head_to_head,
+        reward_accuracy,
+        win_rate,
+    )
 
-    tok = m.tokenizer()
+    tok = _tokenizer(config)
     inits = train_inits(world, config, seed, tok, log)
     advance()
     values: dict[str, dict[str, float]] = {}
@@ -228,6 +328,7 @@ def run_seed(
         for n in config.dpo_sizes:
             train = rng_subset(pool, n, seed)
             starts = {"meta": inits["dpo/meta"], "joint": inits["dpo/joint"], "target-only": ref}
+            adapted = {}
             for system, init in starts.items():
                 policy = copy.deepcopy(init).requires_grad_(True)
                 policy, result = adapt_policy(policy, ref, tok, train, dpo_settings)
@@ -235,6 +336,12 @@ def run_seed(
                 put("dpo_winrate", split(target, n), system, mean(wins.values()))
                 put("dpo_adapt_steps", split(target, n), system, float(result.steps))
                 put("dpo_kept_step", split(target, n), system, float(result.best_step))
+                adapted[system] = policy
+            # the paper's comparison: the meta-initialised policy against the joint one, head
+            # to head on the same prompts, judged by the true reward
+            values[f"items:dpo_h2h_winrate|{split(target, n)}"] = head_to_head(
+                adapted["meta"], adapted["joint"], tok, prompts, judge, seed + 104729
+            )
             advance()
     for name, seconds in inits["seconds"].items():
         put("init_seconds", "seeds", name, seconds)
@@ -252,7 +359,16 @@ def rows_for(per_seed: dict[int, dict[str, dict[str, float]]]) -> list[Row]:
     seeds = sorted(per_seed)
     keys = per_seed[seeds[0]]
     rows = []
+    for key in [k for k in keys if k.startswith("items:")]:
+        metric, where = key.removeprefix("items:").split("|")
+        # every (seed, prompt) is one paired comparison of the two policies' responses
+        items = {f"s{s}/p{i}": v for s in seeds for i, v in per_seed[s][key].items()}
+        rows.append(Row.from_items("meta-vs-joint", metric, items, split=where))
+        means = {s: mean(per_seed[s][key].values()) for s in seeds}
+        rows.append(Row.from_seeds("meta-vs-joint", f"{metric}_per_seed", means, split=where))
     for key, systems in keys.items():
+        if key.startswith("items:"):
+            continue
         metric, where = key.split("|")
         unit = "s" if metric == "init_seconds" else "steps" if "step" in metric else None
         for system in systems:
@@ -304,6 +420,15 @@ def claims_for(rows: Sequence[Row], config: DemoConfig) -> list[Claim]:
             r("joint", "dpo_winrate", "near", small), requires=[premise],
         ),
         Claim.compare(
+            "meta_dpo_beats_joint_head_to_head_at_100",
+            "with 100 near-target pairs, the policy DPO-adapted from the meta-DPO "
+            "initialisation wins head to head against the one adapted from the joint "
+            "initialisation more than half the time (the paper's win rate: both sample a "
+            "response to the same held-out prompt, the true reward judges; per prompt, paired)",
+            rows, r("meta-vs-joint", "dpo_h2h_winrate", "near", small), "gt", 0.5,
+            requires=[premise],
+        ),
+        Claim.compare(
             "gap_closes_with_data",
             f"the reward-accuracy gap meta - joint at the near target is smaller with {large} "
             f"target pairs than with {small}",
@@ -323,6 +448,44 @@ def claims_for(rows: Sequence[Row], config: DemoConfig) -> list[Claim]:
             "often against π_ref under the true reward than DPO from the joint initialisation",
             rows, r("meta", "dpo_winrate", "far", small), "gt",
             r("joint", "dpo_winrate", "far", small), requires=[premise_far],
+        ),
+        Claim.compare(
+            "meta_dpo_beats_joint_head_to_head_far",
+            "with 100 far-target pairs, the meta-initialised DPO policy still wins head to "
+            "head against the joint-initialised one more than half the time",
+            rows, r("meta-vs-joint", "dpo_h2h_winrate", "far", small), "gt", 0.5,
+            requires=[premise_far],
+        ),
+    ]  # fmt: skip
+
+
+def real_claims_for(rows: Sequence[Row], config: DemoConfig) -> list[Claim]:
+    """``demo --real``: the premise at the real model's scale first (target-only reward
+    accuracy grows from 100 to the larger budget), then meta vs joint at 100 target pairs."""
+    small, large = min(config.sizes), max(config.sizes)
+    premise = Claim.compare(
+        "real_premise_headroom",
+        f"premise: with SmolLM2's body, a reward model trained on {small} near-target pairs "
+        f"alone orders held-out pairs clearly (by > 0.02) worse than one trained on {large}",
+        rows, ("target-only", "rm_accuracy", split("near", large)), "gt",
+        ("target-only", "rm_accuracy", split("near", small)), margin=0.02,
+    )  # fmt: skip
+    return [
+        premise,
+        Claim.compare(
+            "real_meta_rm_beats_joint_at_100",
+            "SmolLM2 reward model: with 100 near-target pairs, the meta-learned initialisation "
+            "adapted with trl orders held-out target pairs better than the joint one",
+            rows, ("meta", "rm_accuracy", split("near", small)), "gt",
+            ("joint", "rm_accuracy", split("near", small)), requires=[premise],
+        ),
+        Claim.compare(
+            "real_meta_dpo_beats_joint_head_to_head_at_100",
+            "SmolLM2 policy: with 100 near-target pairs, the meta-initialised DPO policy wins "
+            "head to head against the joint-initialised one more than half the time (true "
+            "reward judges; per prompt, paired)",
+            rows, ("meta-vs-joint", "dpo_h2h_winrate", split("near", small)), "gt", 0.5,
+            requires=[premise],
         ),
     ]  # fmt: skip
 
@@ -372,8 +535,9 @@ def intro(config: DemoConfig, seeds: Sequence[int], quick: bool, claims: Sequenc
         f"Reward model and policy: a {meta.algorithm.upper()} meta-initialisation "
         f"({meta.outer_steps} outer steps of {meta.meta_batch} languages, {meta.inner_steps} inner "
         f"SGD steps at lr {meta.inner_lr:g}, support/query {meta.support}/{meta.query} pairs) "
-        f"against joint multi-task training with the same number of passes "
-        f"({config.joint_steps} Adam steps of {meta.support} pairs); all adapt with trl "
+        f"(outer Adam lr {meta.outer_lr:g}) against joint multi-task training on as many "
+        f"pairs ({config.joint_steps} Adam steps of {config.joint_batch_size} pairs at lr "
+        f"{config.joint_lr:g}); all adapt with trl "
         f"(RewardTrainer / DPOTrainer, β={config.beta:g}) under the same budget rule: "
         f"{rm.val_fraction:.0%} of the n target pairs held out for validation, up to "
         f"{rm.epochs} epochs over the rest (steps grow with n), the state with the best "
@@ -383,13 +547,41 @@ def intro(config: DemoConfig, seeds: Sequence[int], quick: bool, claims: Sequenc
         f"{', '.join(map(str, config.dpo_sizes))} pairs at "
         f"{', '.join(config.dpo_targets)}. Reward "
         f"accuracy on {config.eval_pairs} held-out target pairs; DPO win rate against π_ref on "
-        f"{config.eval_prompts} held-out target prompts under the true reward (ties half). "
+        f"{config.eval_prompts} held-out target prompts under the true reward (ties half), "
+        "and head to head: the meta-DPO policy's response against the joint-DPO policy's on "
+        "each prompt (`meta-vs-joint` / `dpo_h2h_winrate`, one item per seed and prompt). "
         "Split `T/n` = target T with n target pairs (n = 0: zero-shot). Rows are per seed and "
         "compare paired by seed. The inner lr was chosen on the validation language and "
         "validation seed 99 (`meta-pref tune`), never on a reported seed or target. Toy scale: "
         "~90k-parameter Llama models on a shared 2-core CPU. "
     )
     return text + (premise_note(claims) if claims else "")
+
+
+def real_intro(
+    config: DemoConfig, seeds: Sequence[int], quick: bool, claims: Sequence[Claim]
+) -> str:
+    """The real arm's report text: what ran, at what budget, and the premise first."""
+    meta = config.meta
+    premise = next((c for c in claims if c.id == "real_premise_headroom"), None)
+    return (
+        ("**--quick smoke run of the real arm: nothing is measured here.** " if quick else "")
+        + f"Real-model arm: {config.model} is the base of the reward model (its body with a "
+        "new one-output head; target-only starts there) and of the policy (π_ref is the "
+        "model itself), on the toy world's languages rendered with the model's chat template "
+        f"(truncated to {config.max_length} tokens). {config.source_pairs} pairs per source "
+        f"language; near target at {', '.join(map(str, config.sizes))} pairs (the larger "
+        f"budget for the premise's target-only arm only); seeds {', '.join(map(str, seeds))}. "
+        f"{meta.algorithm.upper()} ({meta.outer_steps} outer steps, {meta.inner_steps} inner "
+        f"SGD steps at lr {meta.inner_lr:g}, outer Adam lr {meta.outer_lr:g}) against joint "
+        f"training at lr {config.joint_lr:g} on as many pairs; trl adaptation for "
+        f"{config.rm_adapt.epochs} epochs at lr {config.rm_adapt.learning_rate:g}, best "
+        "held-out state kept. Metrics: reward accuracy on held-out target pairs; the DPO "
+        "policies' head-to-head win rate (meta against joint, per prompt, the true reward "
+        "judges) and each one's win rate against π_ref. Step sizes are `meta-pref train`'s "
+        "defaults, not tuned at this scale. "
+        + (f"Premise `{premise.id}`: {premise.verdict.replace('_', ' ')}." if premise else "")
+    )
 
 
 def figures(rows: Sequence[Row], config: DemoConfig, out: Any) -> list[Any]:

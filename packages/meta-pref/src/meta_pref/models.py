@@ -8,6 +8,14 @@ meta-learning loops and trl's trainers share.
   toward).
 - Tokens: :func:`paperstack.tiny.build_tokenizer` (one token per character), so a concept is one
   token in every language.
+
+Two text formats, chosen by the tokenizer. The toy's character tokenizer (marked by
+:func:`tokenizer`) keeps the world's ``<s> prompt > response </s>`` layout, in which a concept
+is one token at a fixed position. Any other tokenizer (a user's model, :mod:`meta_pref.hf`)
+gets its own chat template: the prompt is a user turn rendered with the generation prompt, the
+response follows and ends with EOS, and the whole is truncated to the tokenizer's
+``model_max_length`` (set from the model's context by :func:`meta_pref.hf.load_tokenizer`):
+the response keeps its start and the prompt its end (where the generation prompt is).
 """
 
 from __future__ import annotations
@@ -35,7 +43,11 @@ __all__ = [
     "collate_rewards",
     "encode_policy",
     "encode_rewards",
+    "is_toy",
+    "max_length",
     "policy_model",
+    "prompt_ids",
+    "prompt_text",
     "reward_model",
     "tokenizer",
     "train_sft",
@@ -58,7 +70,26 @@ def tokenizer() -> PreTrainedTokenizerBase:
 
     tok = tiny.build_tokenizer(model_max_length=32)
     tok.padding_side = "right"
+    tok.meta_pref_toy = True  # the toy world's fixed text layout (see the module docstring)
     return tok
+
+
+def is_toy(tok: PreTrainedTokenizerBase) -> bool:
+    """Whether ``tok`` is the toy world's character tokenizer (its ``<s> prompt >`` layout)
+    rather than a model's own tokenizer (its chat template)."""
+    return bool(getattr(tok, "meta_pref_toy", False))
+
+
+#: ``model_max_length`` values at or above this are transformers' "no limit" sentinel.
+_NO_LIMIT = 1_000_000
+
+
+def max_length(tok: PreTrainedTokenizerBase) -> int | None:
+    """The longest sequence a model's tokenizer may produce here (None: no truncation)."""
+    limit = getattr(tok, "model_max_length", None)
+    if is_toy(tok) or not isinstance(limit, int) or limit >= _NO_LIMIT:
+        return None
+    return limit
 
 
 def _config(tok: PreTrainedTokenizerBase, shape: ModelShape, **extra: Any) -> LlamaConfig:
@@ -105,19 +136,56 @@ def _ids(tok: PreTrainedTokenizerBase, text: str) -> list[int]:
     return list(tok(text, add_special_tokens=False)["input_ids"])
 
 
+def prompt_text(tok: PreTrainedTokenizerBase, prompt: str) -> str:
+    """The prompt as the model reads it before its response: ``<s>prompt>`` for the toy; a
+    model's chat template applied to one user turn, with the generation prompt, otherwise."""
+    if is_toy(tok):
+        return str(tok.bos_token) + prompt + SEP
+    return str(tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                       tokenize=False, add_generation_prompt=True))  # fmt: skip
+
+
+def prompt_ids(tok: PreTrainedTokenizerBase, prompt: str) -> list[int]:
+    """:func:`prompt_text`'s token ids (special tokens are in the text, none is added)."""
+    if is_toy(tok):
+        return [tok.bos_token_id, *_ids(tok, prompt + SEP)]
+    return _ids(tok, prompt_text(tok, prompt))
+
+
+def _response_ids(tok: PreTrainedTokenizerBase, response: str) -> list[int]:
+    return [*_ids(tok, response), tok.eos_token_id]
+
+
+def _fit(
+    head: list[int], tails: Sequence[list[int]], limit: int | None
+) -> tuple[list[int], list[list[int]]]:
+    """Truncate ``head + tail`` (for every tail) to ``limit`` tokens: each tail keeps its start,
+    at least half the limit (or all of it when shorter); the head keeps its end (the chat
+    template's generation prompt) in what is left after the longest tail."""
+    if limit is None or len(head) + max(len(t) for t in tails) <= limit:
+        return head, [list(t) for t in tails]
+    room = max(limit - len(head), limit // 2)
+    cut = [list(t[:room]) for t in tails]
+    keep = limit - max(len(t) for t in cut)
+    return (head[len(head) - keep :] if keep > 0 else []), cut
+
+
 def encode_rewards(
     tok: PreTrainedTokenizerBase, pairs: Sequence[PreferencePair]
 ) -> list[dict[str, list[int]]]:
-    """trl's tokenized preference rows: ``chosen_ids`` / ``rejected_ids`` =
-    ``<s> prompt > response </s>``."""
-    bos, eos = tok.bos_token_id, tok.eos_token_id
+    """trl's tokenized preference rows: ``chosen_ids`` / ``rejected_ids`` = prompt then
+    response then EOS (``<s> prompt > response </s>`` in the toy; the chat template's user
+    turn and generation prompt otherwise, truncated to the model's context)."""
+    limit = max_length(tok)
     rows = []
     for p in pairs:
-        head = [bos, *_ids(tok, p.prompt + SEP)]
+        head = prompt_ids(tok, p.prompt)
+        chosen = _fit(head, [_response_ids(tok, p.chosen)], limit)
+        rejected = _fit(head, [_response_ids(tok, p.rejected)], limit)
         rows.append(
             {
-                "chosen_ids": [*head, *_ids(tok, p.chosen), eos],
-                "rejected_ids": [*head, *_ids(tok, p.rejected), eos],
+                "chosen_ids": [*chosen[0], *chosen[1][0]],
+                "rejected_ids": [*rejected[0], *rejected[1][0]],
             }
         )
     return rows
@@ -126,17 +194,19 @@ def encode_rewards(
 def encode_policy(
     tok: PreTrainedTokenizerBase, pairs: Sequence[PreferencePair]
 ) -> list[dict[str, list[int]]]:
-    """trl's tokenized DPO rows: ``prompt_ids`` = ``<s> prompt >``, ``chosen_ids`` /
-    ``rejected_ids`` = ``response </s>``."""
-    bos, eos = tok.bos_token_id, tok.eos_token_id
-    return [
-        {
-            "prompt_ids": [bos, *_ids(tok, p.prompt + SEP)],
-            "chosen_ids": [*_ids(tok, p.chosen), eos],
-            "rejected_ids": [*_ids(tok, p.rejected), eos],
-        }
-        for p in pairs
-    ]
+    """trl's tokenized DPO rows: ``prompt_ids`` = ``<s> prompt >`` (the toy) or the chat
+    template's user turn with the generation prompt, ``chosen_ids`` / ``rejected_ids`` =
+    ``response </s>``; truncated to the model's context (one prompt for both responses)."""
+    limit = max_length(tok)
+    rows = []
+    for p in pairs:
+        head, (chosen, rejected) = _fit(
+            prompt_ids(tok, p.prompt),
+            [_response_ids(tok, p.chosen), _response_ids(tok, p.rejected)],
+            limit,
+        )
+        rows.append({"prompt_ids": head, "chosen_ids": chosen, "rejected_ids": rejected})
+    return rows
 
 
 def _pad(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:
@@ -203,11 +273,10 @@ def train_sft(
     reference policy (it writes behaviour responses in every language, knowing nothing of the
     reward). Returns the loss per step."""
     rng = random.Random(seed)
-    bos, eos = tok.bos_token_id, tok.eos_token_id
-    rows = [
-        {"prompt_ids": [bos, *_ids(tok, p + SEP)], "chosen_ids": [*_ids(tok, r), eos]}
-        for p, r in texts
-    ]
+    rows = []
+    for p, r in texts:
+        head, (tail,) = _fit(prompt_ids(tok, p), [_response_ids(tok, r)], max_length(tok))
+        rows.append({"prompt_ids": head, "chosen_ids": tail})
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     losses = []

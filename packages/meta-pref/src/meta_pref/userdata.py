@@ -13,8 +13,9 @@ import functools
 import random
 from typing import Any
 
-from meta_pref.data import by_language, check_pairs, load_pairs, select_languages
+from meta_pref.data import by_language, check_pairs, load_pairs
 from meta_pref.errors import MetaPrefError
+from meta_pref.train import split_languages
 from paperstack.contract import Report, Run
 from paperstack.records import Claim, Row
 
@@ -27,20 +28,12 @@ def demo(run: Run, config: Any) -> Report:
     from meta_pref.meta import bradley_terry_objective, joint_train, meta_train
 
     path = run.args.pairs
-    tasks = by_language(check_pairs(load_pairs(path), f"{path} pair"))
     if run.args.target is None:
-        raise MetaPrefError(f"--pairs needs --target CODE; {path} has: {', '.join(tasks)}")
+        found = ", ".join(by_language(check_pairs(load_pairs(path), f"{path} pair")))
+        raise MetaPrefError(f"--pairs needs --target CODE; {path} has: {found}")
     target_code = run.args.target
-    target = select_languages(tasks, [target_code], f"target (in {path})")[target_code]
-    if run.args.sources is not None:
-        codes = [c.strip() for c in run.args.sources.split(",") if c.strip()]
-    else:
-        codes = [c for c in tasks if c != target_code]
-    if target_code in codes:
-        raise MetaPrefError(f"--sources: the target {target_code!r} cannot also be a source")
-    if not codes:
-        raise MetaPrefError(f"{path}: no source languages besides the target {target_code!r}")
-    sources = select_languages(tasks, codes, f"source (in {path})")
+    target, sources = split_languages(load_pairs(path), target_code, run.args.sources, str(path))
+    codes = list(sources)
     held = max(1, round(0.3 * len(target)))
     pool_size = len(target) - held
     sizes = tuple(n for n in config.sizes if n <= pool_size)
@@ -70,7 +63,7 @@ def demo(run: Run, config: Any) -> Report:
                        dataclasses.replace(config.meta, seed=seed))  # fmt: skip
             joint = copy.deepcopy(init)
             joint_train(joint, rm_tasks, bradley_terry_objective, collate,
-                        steps=config.joint_steps, batch=config.meta.support,
+                        steps=config.joint_steps, batch=config.joint_batch_size,
                         lr=config.joint_lr, seed=seed)  # fmt: skip
             put(f"{target_code}/0", "zero-shot", seed, reward_accuracy(joint, tok, test))
             bar.advance()
