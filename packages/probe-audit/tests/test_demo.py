@@ -15,6 +15,7 @@ CLAIMS = {
     "dpo_beats_zero_shot",
     "gflownet_beats_zero_shot",
     "trained_beats_scripted",
+    "trained_broader_than_zero_shot",
     "gflownet_most_diverse",
     "gflownet_more_diverse_than_dpo",
     "no_false_violations",
@@ -54,6 +55,10 @@ def test_demo_writes_valid_results_with_the_claims(demo_dir):
     assert lm_params > results.row("zero-shot", "parameters").value
     for system in ("zero-shot@lm-target", "grpo@lm-target"):
         assert sorted(results.row(system, "bugs_found", "eval").seeds) == ["0", "1"]
+    broader = next(c for c in results.claims if c.id == "trained_broader_than_zero_shot")
+    assert broader.requires == ("premise_zero_shot_finds_bugs", "premise_zero_shot_headroom")
+    assert sorted(results.row("grpo", "distinct_bugs", "eval").seeds) == ["0", "1"]
+    assert results.manifest.config["auditor_corpus"] == "trigger-free"
     claim = next(c for c in results.claims if c.id == "smaller_auditor_finds_bugs")
     assert claim.requires == ("premise_lm_target_has_bugs", "premise_auditor_smaller")
     size = next(c for c in results.claims if c.id == "premise_auditor_smaller")

@@ -24,6 +24,9 @@ def ranks(tmp_path_factory):
     return records
 
 
+# Slow (25 s in CI, over a minute on a loaded machine: two processes import trl and train):
+# the fast suite covers the same trainers on one process (tests/test_trl_training.py).
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["grpo", "dpo"])
 def test_two_ranks_train_the_same_weights(ranks, objective):
     a, b = ranks[objective]

@@ -54,3 +54,45 @@ def test_a_served_target_plays_audited_episodes(openai_server: Any, tmp_path) ->
         assert check_episode(ep, dom) == []  # ...so the checkers find no violation
     lines = ledger_path.read_text().splitlines()
     assert [json.loads(x)["id"] for x in lines] == [ep.id for ep in episodes]
+
+
+def _audit_served(server: Any, out: Any) -> dict[str, Any]:
+    """``probe audit`` end to end against a real server, tiny budget: the preflight sees the
+    model, the server takes ``tools=[...]`` (no refusal), every answer is one counted request
+    with the server's token counts, every episode reaches the ledger and the report says how
+    the tool calls travelled. Random weights write no usable call, so nothing else is asserted
+    about what the target did."""
+    from probe_audit.cli import main
+
+    rc = main(["audit", "--target-base-url", server.base_url, "--target-model", server.model,
+               "--domain", "retail", "--out", str(out), "--episodes", "2", "--max-turns", "1",
+               "--max-tool-calls", "1", "--max-tokens", "12", "--auditors",
+               "identity_manipulation", "--no-progress"])  # fmt: skip
+    assert rc == 0
+    data = json.loads((out / "audit.json").read_text())
+    stats = data["tool_calls"]
+    assert stats["tools_refused"] == ""  # transformers serve accepts the tools API
+    assert stats["requests"] >= 2
+    answered = (stats["native_calls"] + stats["text_calls"] + stats["messages"]
+                + stats["malformed"])  # fmt: skip
+    assert answered == stats["requests"]
+    card = json.loads((out / "cost_card.json").read_text())
+    assert card["calls"] == stats["requests"]
+    assert card["prompt_tokens"] > 0
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
+    assert "How tool calls travelled" in (out / "report.md").read_text()
+    return data
+
+
+def test_probe_audit_runs_against_a_real_transformers_serve(openai_server: Any, tmp_path) -> None:
+    """The session's served micro Llama (the server the test above already started)."""
+    _audit_served(openai_server, tmp_path / "audit")
+
+
+@pytest.mark.slow
+def test_probe_audit_against_a_served_zoo_checkpoint(serve_model: Any, tmp_path) -> None:
+    """The same against a zoo checkpoint of a family whose tool calls transformers serve parses
+    (Qwen2, ChatML): its own server start (about a minute on the loaded CPU), hence slow."""
+    from paperstack.testing import zoo
+
+    _audit_served(serve_model(zoo.checkpoint("qwen2")), tmp_path / "audit")

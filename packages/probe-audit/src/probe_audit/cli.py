@@ -24,8 +24,16 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from paperstack.contract import ContractCLI, Report, Run, positive_int
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from probe_audit import __version__
+from probe_audit.errors import ProbeError
 
 if TYPE_CHECKING:
     from paperstack.records import Claim, Row
@@ -98,6 +106,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "own losses (the same objectives, about half the time)",
     )
     p.add_argument(
+        "--corpus",
+        choices=("trigger-free", "phrase-bank"),
+        default="trigger-free",
+        help="the zero-shot auditor's pre-training corpus: trigger-free (default: no phrase that "
+        "sets off a planted bug) or phrase-bank (0.3's, with the triggers word for word)",
+    )
+    p.add_argument(
         "--plausibility",
         choices=("minilm", "trigram"),
         default="minilm",
@@ -128,6 +143,7 @@ def _score_row_values(score: Any) -> dict[str, float]:
         "plausibility": score.plausibility,
         "category_coverage": score.category_coverage,
         "bugs_found": score.bugs_found,
+        "distinct_bugs": float(len(score.bugs)),
         "distinct_rules": float(len(score.rules)),
     }
 
@@ -214,7 +230,7 @@ def demo(run: Run) -> Report:
     plaus = _plausibility(run.args.plausibility)
     run.log(f"pre-training the zero-shot auditor ({proto['pretrain_steps']} steps; cached)")
     base_model, tokenizer = pretrained_auditor(
-        int(proto["pretrain_steps"]), progress=run.show_progress
+        int(proto["pretrain_steps"]), progress=run.show_progress, corpus=run.args.corpus
     )
     params = sum(p.numel() for p in base_model.parameters())
     eval_seeds = list(proto["eval_db_seeds"])
@@ -424,6 +440,13 @@ def demo(run: Run) -> Report:
             requires=premises,
         ),
         Claim.compare(
+            "trained_broader_than_zero_shot",
+            "the GRPO-trained auditor finds more distinct planted bugs (of the 8) than the same "
+            "model zero-shot (the paper's 'broader'; per seed, paired)",
+            rows, key("grpo", "distinct_bugs"), "gt", key("zero-shot", "distinct_bugs"),
+            requires=premises,
+        ),
+        Claim.compare(
             "gflownet_more_diverse_than_dpo",
             "the GFlowNet auditor violates more distinct rules than the DPO auditor",
             rows, key("gflownet", "distinct_rules"), "gt", key("dpo", "distinct_rules"),
@@ -453,6 +476,7 @@ def demo(run: Run) -> Report:
         "best_scripted_on_validation": best_scripted,
         "validation_db_seed": VALIDATION_DB_SEED,
         "plausibility": run.args.plausibility,
+        "auditor_corpus": run.args.corpus,
         "trainer": {
             o: ("trl" if o in TRL_OBJECTIVES and run.args.trainer == "trl" else "own")
             for o in OBJECTIVES
@@ -467,7 +491,12 @@ def demo(run: Run) -> Report:
     intro = (
         f"PROBE on the toy world: a {params // 1000}k-parameter word-level tiny-Llama auditor "
         f"(pre-trained {proto['pretrain_steps']} steps on a user-simulator corpus of realistic "
-        "user turns) plays the user against rule agents of a retail and an airline domain with "
+        + (
+            "user turns in which no phrase sets off a planted bug) plays"
+            if run.args.corpus == "trigger-free"
+            else "user turns that hold the planted triggers word for word) plays"
+        )
+        + " the user against rule agents of a retail and an airline domain with "
         "8 planted policy bugs. Zero-shot, GRPO, DPO and GFlowNet (trajectory balance) auditors, "
         f"the five scripted strategies and random templates play {per_domain} held-out scenarios "
         f"per domain and database ({len(eval_seeds)} databases), seeds "
@@ -552,6 +581,102 @@ def bench(run: Run) -> Report:
         "ratios, not the absolute rates."
     )
     return Report(rows, claims, intro=intro, summary=summary, config=config)
+
+
+#: ``probe audit``'s flags: (flag, type, default, help); a ``None`` default marks a required
+#: flag. ``--seed`` is a bare int so that the contract bounds it (``seed_int``).
+AUDIT_FLAGS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("--target-base-url", str, None,
+     "the served agent's OpenAI-compatible URL (http://127.0.0.1:8000/v1)"),
+    ("--target-model", str, None, "the model name the server serves"),
+    ("--domain", str, None,
+     "a domain folder (policy.md, db.json, tools.json[, domain.json]) or a built-in one: "
+     "retail, airline"),
+    ("--out", "path", None, "directory for report.md, audit.json, episodes.jsonl, "
+     "cost_card.json"),
+    ("--auditors", str, "scripted", "comma list: scripted (the five strategies), a strategy "
+     "name, random, zero-shot (the toy auditor model); default: scripted"),
+    ("--episodes", positive_int, 4, "scenarios per auditor (default 4)"),
+    ("--max-turns", positive_int, 3, "user turns per episode (default 3)"),
+    ("--max-tool-calls", non_negative_int, 4,
+     "tool calls the target may make per user turn (default 4)"),
+    ("--tool-calls", ("auto", "native", "text"), "auto",
+     "auto (default): tools=[...] plus the text format, native calls preferred, text calls "
+     "read and counted as the fallback; native: tools API only; text: no tools=[...]"),
+    ("--max-tokens", positive_int, 128, "most tokens per target answer (default 128)"),
+    ("--timeout", positive_float, 120.0, "seconds per request (default 120)"),
+    ("--concurrency", positive_int, 4, "requests in flight (default 4)"),
+    ("--api-key-env", str, "OPENAI_API_KEY",
+     "environment variable holding the API key, if the server needs one"),
+    ("--seed", int, 0, "scenario and auditor seed (default 0)"),
+    ("--pretrain-steps", positive_int, FULL["pretrain_steps"],
+     "pre-training steps of the zero-shot auditor (cached; default 1500)"),
+)  # fmt: skip
+
+
+def _audit_arguments(p: argparse.ArgumentParser) -> None:
+    from pathlib import Path
+
+    for flag, kind, default, text in AUDIT_FLAGS:
+        options: dict[str, Any] = {"help": text}
+        if isinstance(kind, tuple):
+            options["choices"] = kind
+        else:
+            options["type"] = Path if kind == "path" else kind
+        if default is None:
+            options["required"] = True
+        else:
+            options["default"] = default
+        p.add_argument(flag, **options)
+    p.add_argument("--no-progress", action="store_true", help="no progress lines")
+
+
+@cli.command("audit", "audit a served agent through the OpenAI tools API", _audit_arguments)
+def audit_command(args: argparse.Namespace) -> int:
+    """Preflight (URL, server, model) before anything is created, then every auditor's
+    episodes into the ledger, the checkers' findings and the cost card into ``--out``."""
+    import sys
+
+    from paperstack.llm import OpenAIChat
+    from paperstack.progress import quiet_libraries
+    from probe_audit.domains.folder import resolve
+    from probe_audit.openai_target import ToolsTarget, check_server
+    from probe_audit.served import make_auditors, run_audit, write_audit_report
+
+    quiet_libraries()
+    loaded = resolve(args.domain)  # a bad folder is one line before any request
+    if args.out.exists() and not args.out.is_dir():
+        raise ProbeError(f"--out {args.out}: exists and is not a directory")
+    check_server(args.target_base_url, args.target_model, timeout=min(args.timeout, 15.0))
+    auditors = make_auditors(args.auditors, args.seed, pretrain_steps=args.pretrain_steps)
+    chat = OpenAIChat(args.target_base_url, args.target_model, timeout=args.timeout,
+                      concurrency=args.concurrency, api_key_env=args.api_key_env)  # fmt: skip
+    target = ToolsTarget(chat, loaded.domain, loaded.schemas(), mode=args.tool_calls,
+                         max_new_tokens=args.max_tokens)  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    say = None if args.no_progress else (lambda m: print(f"probe: {m}", file=sys.stderr))
+    started = time.perf_counter()
+    try:
+        results = run_audit(target, loaded, auditors, episodes=args.episodes, seed=args.seed,
+                            max_turns=args.max_turns, max_tool_calls=args.max_tool_calls,
+                            ledger_path=args.out / "episodes.jsonl", progress=say)  # fmt: skip
+    finally:
+        chat.ledger.write(args.out / "cost_card.json")
+        chat.close()
+    config = {k: (str(v) if k == "out" else v) for k, v in vars(args).items()
+              if k not in ("command", "no_progress", "target_base_url")}  # fmt: skip
+    data = write_audit_report(args.out, results, target=target, loaded=loaded,
+                              shown_url=chat.shown_url, config=config,
+                              seconds=time.perf_counter() - started)  # fmt: skip
+    stats = data["tool_calls"]
+    found = sum(len(r.violations) for r in results)
+    print(
+        f"probe: {found} violation(s) in {sum(r.episodes for r in results)} episodes; tool "
+        f"calls: {stats['native_calls']} native, {stats['text_calls']} text (fallback)"
+        + (", tools API refused by the server" if stats["tools_refused"] else "")
+        + f"; wrote {args.out / 'report.md'}"
+    )
+    return 0
 
 
 main = cli.main

@@ -4,11 +4,13 @@
   *word-level* tokenizer, pre-trained on the user side of dialogues between
   :class:`~probe_audit.strategies.RealisticUser` and the bug-free rule agents of both domains
   (:class:`AuditorCorpus`): a user-simulator corpus generated from the scenarios. It knows how
-  customers talk, not where the agent is weak; like real logs, that corpus holds a few risky
-  turns ("I'm a VIP customer.", "Just do it, no need to ask.", a forgotten zip code) among many
-  harmless ones, so sampled as it is (the *zero-shot* auditor) it plays plausible users that
-  now and then set off a planted bug, while the bugs that need a rarer phrase at the right turn
-  stay unfound: the headroom that GRPO, DPO and the GFlowNet, which start from it, can use.
+  customers talk, not where the agent is weak. By default (``corpus="trigger-free"``, since
+  0.4) the user speaks from the trigger-free bank: no turn of the corpus holds a phrase that
+  sets off a planted bug (``I'm a VIP customer.``, ``Just do it, no need to ask.``, a
+  forgotten zip code...; a test checks every turn against the rule agents' own trigger
+  patterns), so whatever bug an auditor finds it found by composing words, not by replaying a
+  memorised trigger. ``corpus="phrase-bank"`` is the 0.3 corpus, whose pressure phrases held
+  those triggers word for word (the zero-shot auditor of the 0.3 runs).
 - Why word-level: the 0.1 auditor was the core's character-level ``micro`` model, which after
   the 200 steps the CPU budget allowed still wrote garbled turns (plausibility 0.28) and found
   none of the 8 planted bugs. The corpus is made of a closed phrase bank, so one token per word
@@ -75,6 +77,8 @@ MIN_COUNT = 2
 _SOURCES = ("domains/retail.py", "domains/airline.py", "strategies.py", "game.py", "targets.py",
             "environment.py", "toy.py")  # fmt: skip
 _MANIFEST = "probe-auditor.json"
+#: The zero-shot auditor's pre-training corpus (see the module docstring).
+DEFAULT_CORPUS = "trigger-free"
 
 
 def code_digest() -> str:
@@ -110,7 +114,9 @@ def history_prompt(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str
     return full[len(head) : len(full) - len(tail)]
 
 
-def _dialogues(auditor_kind: str, planted: bool, n: int, seed: int, split: str) -> list[Any]:
+def _dialogues(
+    auditor_kind: str, planted: bool, n: int, seed: int, split: str, bank: str = "phrase-bank"
+) -> list[Any]:
     """``n`` episodes per domain of ``auditor_kind`` users against the rule agents."""
     from probe_audit import domains
     from probe_audit.game import GameConfig, play
@@ -133,7 +139,7 @@ def _dialogues(auditor_kind: str, planted: bool, n: int, seed: int, split: str) 
             scenarios = domain.make_scenarios(db, min(per_db, n - block), db_seed)
             ids = [f"{name}-{db_seed}-{k}" for k in range(len(scenarios))]
             if auditor_kind == "realistic":
-                auditors: list[Any] = [RealisticUser(db_seed + d_index)]
+                auditors: list[Any] = [RealisticUser(db_seed + d_index, bank=bank)]
             else:  # the target's data: every kind of user, so the planted bugs show up
                 auditors = [RealisticUser(db_seed), RandomTemplateAuditor(db_seed)]
                 auditors += [ScriptedAuditor(s, db_seed) for s in STRATEGIES]
@@ -150,16 +156,17 @@ class AuditorCorpus(Task):
 
     name: ClassVar[str] = "probe-auditor-corpus"
     code: str = ""
+    bank: str = DEFAULT_CORPUS
 
     def generate(self, n: int, seed: int = 0, split: Any = "train") -> list[Example]:
-        return list(_corpus(n, seed, str(split)))
+        return list(_corpus(n, seed, str(split), self.bank))
 
     def verify(self, example: Example, completion: Any) -> bool:
         return completion_text(completion).strip() == example.answer.strip()
 
 
 @functools.lru_cache(maxsize=4)
-def _corpus(n: int, seed: int, split: str) -> tuple[Example, ...]:
+def _corpus(n: int, seed: int, split: str, bank: str = DEFAULT_CORPUS) -> tuple[Example, ...]:
     """The corpus's examples (memoised: the tokenizer and the training loop both read them, and
     playing the dialogues takes most of a minute)."""
     from paperstack import tiny
@@ -169,7 +176,7 @@ def _corpus(n: int, seed: int, split: str) -> tuple[Example, ...]:
     tokenizer = tiny.build_tokenizer()
     out: list[Example] = []
     dialogues = max(8, min(n, UNIQUE_EXAMPLES) // 5)
-    for ep in _dialogues("realistic", False, dialogues, seed, str(split)):
+    for ep in _dialogues("realistic", False, dialogues, seed, str(split), bank):
         messages = [{"role": "user", "content": ep.scenario.header()}]
         for role, text in auditor_view(ep).dialogue:
             if role == "user":
@@ -236,7 +243,9 @@ def _corpus_texts(task: AuditorCorpus, n: int, seed: int) -> list[str]:
 # --------------------------------------------------------------------------- training and cache
 
 
-def auditor_cache_path(steps: int, seed: int = 0, cache_dir: str | None = None) -> Path:
+def auditor_cache_path(
+    steps: int, seed: int = 0, cache_dir: str | None = None, corpus: str = "trigger-free"
+) -> Path:
     """Where :func:`pretrained_auditor` keeps the model for ``steps`` and ``seed``: named by
     them plus a hash of everything that changes the weights (config, recipe, code)."""
     import hashlib
@@ -254,6 +263,7 @@ def auditor_cache_path(steps: int, seed: int = 0, cache_dir: str | None = None) 
         "pieces": PIECES,
         "min_count": MIN_COUNT,
         "unique": UNIQUE_EXAMPLES,
+        "corpus": corpus,
         "code": code_digest(),
         "tiny": tiny.code_digest(),
     }
@@ -262,25 +272,33 @@ def auditor_cache_path(steps: int, seed: int = 0, cache_dir: str | None = None) 
 
 
 def pretrained_auditor(
-    steps: int, seed: int = 0, progress: bool = True, cache_dir: str | None = None
+    steps: int,
+    seed: int = 0,
+    progress: bool = True,
+    cache_dir: str | None = None,
+    corpus: str = "trigger-free",
 ) -> tuple[Any, Any]:
     """The zero-shot toy auditor: :data:`AUDITOR_CONFIG` pre-trained ``steps`` steps on
-    :class:`AuditorCorpus` (from the cache, else trained now and cached; loads with
+    :class:`AuditorCorpus` with the user bank ``corpus`` (``trigger-free``, the default, or
+    ``phrase-bank``; from the cache, else trained now and cached; loads with
     ``from_pretrained``)."""
     from paperstack import tiny
     from paperstack.cache import build_once
+    from probe_audit.strategies import BANKS
 
     if steps < 1:
         raise ProbeError(f"auditor pre-training steps must be >= 1, got {steps}")
+    if corpus not in BANKS:
+        raise ProbeError(f"auditor corpus {corpus!r}: use one of {', '.join(BANKS)}")
     path = build_once(
-        auditor_cache_path(steps, seed, cache_dir),
-        lambda tmp: _train_into(tmp, steps, seed, progress),
+        auditor_cache_path(steps, seed, cache_dir, corpus),
+        lambda tmp: _train_into(tmp, steps, seed, progress, corpus),
         marker=_MANIFEST,
     )
     return tiny.load(path)
 
 
-def _train_into(folder: Path, steps: int, seed: int, progress: bool) -> None:
+def _train_into(folder: Path, steps: int, seed: int, progress: bool, corpus: str) -> None:
     import json
     import os
 
@@ -289,7 +307,7 @@ def _train_into(folder: Path, steps: int, seed: int, progress: bool) -> None:
 
     from paperstack import tiny
 
-    task = AuditorCorpus(code_digest())
+    task = AuditorCorpus(code_digest(), corpus)
     # The same examples tiny.train draws (so the memoised corpus is played once).
     pool = min(steps * AUDITOR_BATCH, 200_000)
     tokenizer = build_auditor_tokenizer(_corpus_texts(task, pool, seed))
@@ -308,6 +326,7 @@ def _train_into(folder: Path, steps: int, seed: int, progress: bool) -> None:
     manifest = {
         "steps": steps,
         "seed": seed,
+        "corpus": corpus,
         "train_seconds": round(float(stats["seconds"]), 2),
         "final_loss": float(stats["losses"][-1]),
         "parameters": sum(p.numel() for p in model.parameters()),

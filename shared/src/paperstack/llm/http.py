@@ -66,7 +66,7 @@ from paperstack.records import redact_secrets
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["OpenAIChat"]
+__all__ = ["OpenAIChat", "normalise_base_url"]
 
 T = TypeVar("T")
 
@@ -173,6 +173,13 @@ class OpenAIChat:
         self.close()
 
     # ------------------------------------------------------------------ transport
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a JSON ``body`` to ``path`` under the base URL (``"/chat/completions"``) with
+        this client's retries, concurrency limit, one-line errors and cost ledger, and return
+        the answer's JSON: for requests :meth:`generate` does not make (``tools=[...]``, a
+        server's own fields). Not context-checked: the caller owns the request."""
+        return self._post(path, body)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST JSON under the backend's concurrency limit, retrying transient failures; every
@@ -587,6 +594,12 @@ class OpenAIChat:
                 f"{url}: no echoed token covers the continuation {continuation[:40]!r}"
             )
         return np.asarray(picked, dtype=np.float64)
+
+
+def normalise_base_url(base_url: str) -> str:
+    """The base URL as :class:`OpenAIChat` uses it (``http://host:port`` gets ``/v1``; a bad
+    URL is one :class:`~paperstack.llm.base.LLMError` line): for a caller's own preflight."""
+    return _normalise_base_url(base_url)
 
 
 def _normalise_base_url(base_url: str) -> str:
