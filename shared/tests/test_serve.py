@@ -305,3 +305,30 @@ def test_served_transformers_engine_samples(
     bad_engine = pytest.raises(LLMError, match="engine must be auto, vllm or transformers")
     with bad_engine, served(served_model_dir, tmp_path, engine="tgi"):
         pass
+
+
+def test_served_reuses_a_running_server_named_in_the_environment(
+    server: Any, served_model_dir: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``$PAPERSTACK_SERVED_BASE_URL``: ``served`` starts nothing and hands back the running
+    server (several real arms then share one engine); a dead URL is one line."""
+    from paperstack.llm.base import BackendUnreachableError
+    from paperstack.llm.serve import RunningServer, served
+
+    monkeypatch.setenv("PAPERSTACK_SERVED_BASE_URL", server.base_url.removesuffix("/v1"))
+    with served(served_model_dir, tmp_path / "unused") as running:
+        assert isinstance(running, RunningServer)
+        assert running.base_url == server.base_url
+        assert running.model == server.model
+        assert running.name.endswith("(running)")
+        with OpenAIChat(running.base_url, running.model) as chat:
+            assert len(chat.generate(["12+7="], max_new_tokens=4)) == 1
+    assert not (tmp_path / "unused" / "serve.log").exists()
+    # One model served: it is the one, whatever its id (vLLM's --served-model-name).
+    assert RunningServer(server.base_url, expect="elsewhere").model == server.model
+    monkeypatch.setenv("PAPERSTACK_SERVED_BASE_URL", "http://127.0.0.1:9/v1")
+    with (
+        pytest.raises(BackendUnreachableError, match=r"PAPERSTACK_SERVED_BASE_URL=.*no model list"),
+        served(served_model_dir, tmp_path),
+    ):
+        pass

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = [
+    "RunningServer",
     "ServerProcess",
     "TransformersServer",
     "VLLMServer",
@@ -349,15 +350,24 @@ def served(
     engine: str = "auto",
     max_model_len: int = 2048,
     timeout: float = 600.0,
-) -> Iterator[ServerProcess]:
+) -> Iterator[ServerProcess | RunningServer]:
     """A running server of ``model_dir`` on 127.0.0.1 for the block, one that samples.
 
     ``engine="auto"``: ``vllm serve`` when :func:`vllm_python` finds vLLM, else ``transformers
     serve`` of :func:`sampling_copy` (under ``workdir``); ``"vllm"`` or ``"transformers"``
     force one. The server's ``name`` says which ran (a report should say it too); its log is in
-    ``workdir``. This is how a package's ``demo --real`` serves SmolLM2."""
+    ``workdir``. This is how a package's ``demo --real`` serves SmolLM2.
+
+    ``$PAPERSTACK_SERVED_BASE_URL`` names a server that already serves this model (one ``vllm
+    serve`` shared by several runs, which then batches their requests; a GPU server): nothing
+    is started, and the block gets a :class:`RunningServer` for it. ``engine`` is not checked
+    then; the server's ``name`` says what answered."""
     if engine not in ("auto", "vllm", "transformers"):
         raise LLMError(f"engine must be auto, vllm or transformers, got {engine!r}")
+    external = os.environ.get("PAPERSTACK_SERVED_BASE_URL", "").strip()
+    if external:
+        yield RunningServer(external, expect=Path(model_dir).name)
+        return
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     python = vllm_python() if engine in ("auto", "vllm") else None
@@ -374,6 +384,57 @@ def served(
         server = TransformersServer(copy, timeout=timeout, log_path=work / "serve.log")
     with server:
         yield server
+
+
+class RunningServer:
+    """A server somebody else started: the same ``base_url``, ``model`` and ``name`` as a
+    :class:`ServerProcess`, nothing to start or stop.
+
+    ``base_url`` is checked at once: it must answer ``/v1/models`` with exactly one model, or
+    one whose id is ``expect`` (or ends with it: vLLM's id is the path it was given). ``name`` is
+    ``"vllm serve <version> (running)"`` when the server answers vLLM's ``/version``, else
+    ``"<owned_by> (running)"`` from the models list, so a report says which engine answered."""
+
+    startup_seconds: float | None = None
+
+    def __init__(self, base_url: str, *, expect: str | None = None, timeout: float = 10.0) -> None:
+        import json
+
+        from paperstack.llm.http import normalise_base_url
+
+        self.base_url = normalise_base_url(base_url)
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=timeout) as r:
+                listed = json.loads(r.read())["data"]
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+            raise BackendUnreachableError(
+                f"PAPERSTACK_SERVED_BASE_URL={base_url}: no model list at "
+                f"{self.base_url}/models ({exc})"
+            ) from None
+        ids = [str(m.get("id")) for m in listed if isinstance(m, dict)]
+        chosen = [i for i in ids if expect and (i == expect or i.rstrip("/").endswith(expect))]
+        if not chosen and len(ids) == 1:
+            chosen = ids
+        if len(chosen) != 1:
+            raise LLMError(
+                f"PAPERSTACK_SERVED_BASE_URL={base_url} serves {ids or 'no model'}; "
+                f"expected one model{f' named like {expect!r}' if expect else ''}"
+            )
+        self.model = chosen[0]
+        root = self.base_url.removesuffix("/v1")
+        try:
+            with urllib.request.urlopen(f"{root}/version", timeout=timeout) as r:
+                version = json.loads(r.read()).get("version")
+            self.name = f"vllm serve {version} (running)"
+        except (urllib.error.URLError, OSError, ValueError, AttributeError):
+            owner = next((m.get("owned_by") for m in listed if m.get("id") == self.model), None)
+            self.name = f"{owner or 'server'} (running)"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 class VLLMServer(ServerProcess):
