@@ -139,3 +139,27 @@ def test_rebuild_refuses_an_empty_out(small_ledger, tmp_path, capsys, monkeypatc
     _fails(capsys, ["rebuild", str(small_ledger), "--out", ""], "--out: empty path")
     assert (tmp_path / "results.json").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+@pytest.mark.parametrize(("name", "positions"), [("gpt2", 1024), ("llama", 2048)])
+def test_a_local_prompt_over_the_models_positions_is_one_line(name, positions, tmp_path, capsys):
+    """issue #48: a GPT-2-style checkpoint past its 1,024 learned positions ended in an
+    IndexError traceback, a RoPE one ran past its 2,048 with a warning only. Both are now one
+    line before any row is written."""
+    from paperstack.testing import zoo
+
+    path = tmp_path / "q.jsonl"
+    q = {"id": "q", "text": "Which one?", "options": ["a", "b"], "gold": "A"}
+    path.write_text(json.dumps(q) + "\n")
+    ledger = tmp_path / "l.jsonl"
+    argv = ["run", "--ledger", str(ledger), "--family", "f", "--model",
+            str(zoo.checkpoint(name)), "--questions", str(path), "--agents", "2", "--rounds",
+            "1", "--resamples", "0", "--max-new-tokens", str(positions),
+            "--no-progress"]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"exceeds the model's {positions} positions" in err[0]
+    assert not ledger.exists() or ledger.read_text() == ""

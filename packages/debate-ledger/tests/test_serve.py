@@ -153,3 +153,24 @@ def test_a_failing_server_is_asked_once_per_retry_not_once_per_pending_call(tmp_
     card = json.loads((tmp_path / "cost_card.json").read_text())
     assert card["sessions"][0]["failed"] >= 1
     assert card["sessions"][0]["completed"] is False
+
+
+def test_a_prompt_over_the_served_context_is_one_line(openai_server, tmp_path, capsys):
+    """The served test model states 4,096 positions; a question of about 6,000 characters (its
+    tokenizer is character-level) does not fit: one line naming the context, exit 2, where the
+    client used to take whatever the server made of it."""
+    path = tmp_path / "long.jsonl"
+    q = {"id": "long", "text": "Which? " + "x" * 6000, "options": ["a", "b"], "gold": "A"}
+    path.write_text(json.dumps(q) + "\n")
+    ledger = tmp_path / "l.jsonl"
+    argv = ["run", "--ledger", str(ledger), "--family", "f", "--model", openai_server.model,
+            "--base-url", openai_server.base_url, "--questions", str(path), "--agents", "2",
+            "--rounds", "1", "--resamples", "0", "--temperature", "0", "--max-new-tokens", "8",
+            "--no-progress"]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "context of 4096 tokens" in err[0]
+    assert not ledger.exists() or ledger.read_text() == ""

@@ -29,7 +29,7 @@ from debate_ledger.screen import (
     spearman_rho,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CHAT_PROMPTS",

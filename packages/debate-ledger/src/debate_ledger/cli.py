@@ -369,6 +369,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="not supported: the scripted families need questions they know; use `run`",
     )
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm instead: debates of served SmolLM2-135M-Instruct "
+        "(PAPERSTACK_SERVED_BASE_URL names a running server; else one is started)",
+    )
 
 
 @cli.demo(
@@ -381,6 +387,10 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 def demo(run: Run) -> Report:
     from debate_ledger.demo import run_demo
 
+    if run.args.real:
+        from debate_ledger.real import run_real
+
+        return run_real(run)
     if run.args.dataset is not None:
         raise PaperstackError(
             f"--dataset {run.args.dataset}: the demo needs questions the scripted families know; "

@@ -48,7 +48,7 @@ from paperstack.contract import Report, Run
 from paperstack.llm.base import BackendUnreachableError
 from paperstack.records import Claim, Row, atomic_write
 
-__all__ = ["DemoConfig", "binom_interval", "run_demo"]
+__all__ = ["DemoConfig", "binom_interval", "ledger_rows", "run_demo"]
 
 PUBLISHED_G7 = (np.arange(1, 8), np.array([2, 1, 4, 3, 5, 7, 6]))  # sum d^2 = 6, rho = 0.893
 GATED = "gated-freeze[agreement,youden]"
@@ -169,6 +169,70 @@ def _per_question(question_ids: np.ndarray, values: np.ndarray) -> dict[str, flo
     return {q: math.fsum(v) / len(v) for q, v in sorted(out.items())}
 
 
+def ledger_rows(arr: Any, tr: Any, summary: dict[str, Any]) -> list[Row]:
+    """The rows every arm reads from a ledger (the toy demo's and ``demo --real``'s): collapse
+    and correction rates per question, each model's accuracies and transition rates, the gated
+    freeze's utility per question, the replays, debate and majority-vote accuracy, and the
+    screen's combined and per-probe tests. ``arr``/``tr``: the ledger's arrays and transitions;
+    ``summary``: :func:`~debate_ledger.rebuild.rebuild`'s summary of the same ledger."""
+    from debate_ledger.replay import probe_gated_freeze
+    from debate_ledger.screen import probe_values
+
+    q = arr.question_ids
+    rows: list[Row] = [
+        Row.from_items("all", "collapse_rate", _per_question(q, tr.collapse), split="ledger"),
+        Row.from_items("all", "correction_rate", _per_question(q, tr.correction), split="ledger"),
+    ]
+    pm = summary["per_model"]
+    for name in summary["models"]:
+        for metric in ("initial_accuracy", "final_accuracy", "vote_accuracy", "collapse_risk",
+                       "correction_rate"):  # fmt: skip
+            r = pm[name][metric]
+            if r and r["value"] is not None:
+                ci = tuple(r["ci95"]) if r["ci95"] else None
+                rows.append(Row(system=name, metric=metric, value=r["value"], ci95=ci, n=r["n"],
+                                split="ledger"))  # fmt: skip
+    base = tr.correct[:, -1].astype(np.float64)
+    if len(arr.models) >= 2:  # the gate is fit leave-one-model-out
+        c_pi, _ = probe_gated_freeze(arr, tr, probe_values(arr)["agreement"])
+        rows.append(Row.from_items(GATED, "utility_per_debate", _per_question(q, c_pi - base),
+                                   split="replay"))  # fmt: skip
+    for r in summary["replay"]:
+        for metric in ("collapses_prevented", "corrections_lost", "utility"):
+            rows.append(Row(system=r["policy"], metric=metric, value=r[metric], n=r["debates"],
+                            split="replay"))  # fmt: skip
+    _, vote_ok, _ = majority_vote(arr)
+    rows.append(Row.from_items("debate", "accuracy", _per_question(q, base), split="ledger"))
+    rows.append(Row.from_items("majority-vote", "accuracy", _per_question(q, vote_ok),
+                               split="ledger"))  # fmt: skip
+    sc = summary["screen"]
+    if "skipped" in sc:  # fewer than 3 families: no screen
+        return rows
+    c = sc["combined"]
+    G = len(sc["families"])
+    for key, metric, ci_key in (("rho", "spearman_rho", "rho_ci95"),
+                                ("partial_rho", "partial_rho", "partial_ci95")):  # fmt: skip
+        if c[key] is not None:
+            ci = tuple(c[ci_key]) if c[ci_key] else None
+            rows.append(Row(system="screen:combined", metric=metric, value=c[key], ci95=ci, n=G,
+                            split="screen"))  # fmt: skip
+    for key in ("p", "partial_p"):
+        if c[key] is not None:
+            rows.append(Row(system="screen:combined", metric=f"{key}_permutation", value=c[key],
+                            n=G, split="screen"))  # fmt: skip
+    for a in [*sc["probes"], sc["comparator"]]:
+        if a["rho"] is None:
+            continue
+        ci = tuple(a["rho_ci95"]) if a["rho_ci95"] else None
+        rows.append(Row(system=f"screen:{a['probe']}", metric="spearman_rho", value=a["rho"],
+                        ci95=ci, n=G, split="screen-exploratory"))  # fmt: skip
+        for key in ("p", "p_holm"):
+            if a[key] is not None:
+                rows.append(Row(system=f"screen:{a['probe']}", metric=key, value=a[key], n=G,
+                                split="screen-exploratory"))  # fmt: skip
+    return rows
+
+
 def _content(rows: Sequence[LedgerRow]) -> dict[tuple[str, int, int, int], dict[str, Any]]:
     """Rows keyed, without latency (wall time: the one field two identical runs differ in)."""
     return {r.key: r.model_dump(exclude={"latency_s"}) for r in rows}
@@ -267,20 +331,8 @@ def run_demo(run: Run) -> Report:
 
     arr = from_rows(rows_all, source=str(ledger))
     tr = transitions(arr.answers, arr.gold)
-    q = arr.question_ids
-    rows: list[Row] = [
-        Row.from_items("all", "collapse_rate", _per_question(q, tr.collapse), split="ledger"),
-        Row.from_items("all", "correction_rate", _per_question(q, tr.correction), split="ledger"),
-    ]
+    rows: list[Row] = ledger_rows(arr, tr, summary)
     pm = summary["per_model"]
-    for name in summary["models"]:
-        for metric in ("initial_accuracy", "final_accuracy", "vote_accuracy", "collapse_risk",
-                       "correction_rate"):  # fmt: skip
-            r = pm[name][metric]
-            if r and r["value"] is not None:
-                ci = tuple(r["ci95"]) if r["ci95"] else None
-                rows.append(Row(system=name, metric=metric, value=r["value"], ci95=ci, n=r["n"],
-                                split="ledger"))  # fmt: skip
 
     # the truth of the scripted models (simulator), beside the ledger's counts
     rng = np.random.default_rng(12345)
@@ -299,45 +351,7 @@ def run_demo(run: Run) -> Report:
             cells += [str(g[metric]), f"{g['debates'] * float(p):.1f} [{lo}, {hi}]"]
         truth_lines.append(f"| {profile.name} | " + " | ".join(cells) + " |")
 
-    base = tr.correct[:, -1].astype(np.float64)
-    from debate_ledger.replay import probe_gated_freeze
-    from debate_ledger.screen import probe_values
-
-    c_pi, _ = probe_gated_freeze(arr, tr, probe_values(arr)["agreement"])
-    rows.append(Row.from_items(GATED, "utility_per_debate", _per_question(q, c_pi - base),
-                               split="replay"))  # fmt: skip
-    for r in summary["replay"]:
-        for metric in ("collapses_prevented", "corrections_lost", "utility"):
-            rows.append(Row(system=r["policy"], metric=metric, value=r[metric], n=r["debates"],
-                            split="replay"))  # fmt: skip
-    _, vote_ok, _ = majority_vote(arr)
-    rows.append(Row.from_items("debate", "accuracy", _per_question(q, base), split="ledger"))
-    rows.append(Row.from_items("majority-vote", "accuracy", _per_question(q, vote_ok),
-                               split="ledger"))  # fmt: skip
-
     sc = summary["screen"]
-    c = sc["combined"]
-    G = len(sc["families"])
-    for key, metric, ci_key in (("rho", "spearman_rho", "rho_ci95"),
-                                ("partial_rho", "partial_rho", "partial_ci95")):  # fmt: skip
-        if c[key] is not None:
-            ci = tuple(c[ci_key]) if c[ci_key] else None
-            rows.append(Row(system="screen:combined", metric=metric, value=c[key], ci95=ci, n=G,
-                            split="screen"))  # fmt: skip
-    for key in ("p", "partial_p"):
-        if c[key] is not None:
-            rows.append(Row(system="screen:combined", metric=f"{key}_permutation", value=c[key],
-                            n=G, split="screen"))  # fmt: skip
-    for a in [*sc["probes"], sc["comparator"]]:
-        if a["rho"] is None:
-            continue
-        ci = tuple(a["rho_ci95"]) if a["rho_ci95"] else None
-        rows.append(Row(system=f"screen:{a['probe']}", metric="spearman_rho", value=a["rho"],
-                        ci95=ci, n=G, split="screen-exploratory"))  # fmt: skip
-        for key in ("p", "p_holm"):
-            if a[key] is not None:
-                rows.append(Row(system=f"screen:{a['probe']}", metric=key, value=a[key], n=G,
-                                split="screen-exploratory"))  # fmt: skip
     diffs = []
     risk = np.array(sc["collapse_risk"], dtype=float)
     tests = [np.array(sc["score"], dtype=float), np.array(sc["initial_accuracy"], dtype=float)]
