@@ -226,6 +226,9 @@ def test_demo_real_runs_on_a_tiny_budget(
     results = json.loads((out / "results.json").read_text())
     splits = {r["split"] for r in results["rows"]}
     assert {"real N=2", "real N=4"} <= splits
+    found = {(r["system"], r["metric"], r["split"]) for r in results["rows"]}
+    assert ("orchestra_rl", "accuracy", "real N=4") in found
+    assert ("random_broadcast", "net_right_after_reading", "real N=2") in found
     ids = {c["id"] for c in results["claims"]}
     assert "real_premise_broadcast_below_single_shot" in ids
     assert results["manifest"]["config"]["real"] is True

@@ -70,7 +70,11 @@ class AgentSpec:
 
     ``bare`` agents are shown the question alone (a model that cannot read the swarm's format,
     such as a tiny model trained on one task); their replies are still delivered to the
-    others. ``temperature`` 0 is greedy; each call gets its own seed either way.
+    others. ``temperature`` 0 is greedy; each call gets its own seed either way, unless
+    ``seeded`` is False: then no seed is sent and the backend samples from its own stream.
+    That is for vLLM's CPU build (0.32.0), whose engine dies ("CPU Generator does not use
+    offset") when a request with a seed has its prompt prefilled in chunks, as happens when
+    many long prompts arrive at once at a server that batches several users' requests.
     """
 
     model: ChatModel
@@ -78,6 +82,7 @@ class AgentSpec:
     temperature: float = 0.0
     max_new_tokens: int = 64
     bare: bool = False
+    seeded: bool = True
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -75,7 +75,7 @@ TINY_SYSTEMS = ("orchestra_rl", "single_shot", "self_consistency", "random_broad
                 "fixed_complete")  # fmt: skip
 FIXED = ("complete", "star", "ring", "clusters", "pipeline")
 #: Task kinds of the served commands (orchestra_rl.tasks.ALL_KINDS), and the scripted default.
-ALL_TASKS = ("addition-plain", "facts-mc", "addition")
+ALL_TASKS = ("addition-plain", "addition-plain-1d", "facts-mc", "addition")
 KIND_DEFAULT = ("facts-mc", "addition")
 
 
@@ -492,7 +492,8 @@ def _swarm_arguments(p: argparse.ArgumentParser) -> None:
                    help="communication policy: " + ", ".join(POLICIES) + ", or learned:DIR "
                    "(a policy saved by orchestra train; default random_broadcast)")  # fmt: skip
     p.add_argument("--task", choices=ALL_TASKS, default="addition-plain",
-                   help="addition-plain (What is 9 + 63?), facts-mc, or addition (the toy "
+                   help="addition-plain (What is 9 + 63?), addition-plain-1d (What is 3 + 5?), "
+                   "facts-mc, or addition (the toy "
                    "world's reversed digits); default addition-plain")  # fmt: skip
     p.add_argument("--instances", type=positive_int, default=8, help="test instances (default 8)")
     p.add_argument("--seed", type=int, default=0)

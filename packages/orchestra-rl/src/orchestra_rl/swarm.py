@@ -621,7 +621,7 @@ class Swarm:
         try:
             reply = spec.model.generate(
                 [call.prompt], max_new_tokens=spec.max_new_tokens,
-                temperature=spec.temperature, seed=call.seed,
+                temperature=spec.temperature, seed=call.seed if spec.seeded else None,
             )[0][0]  # fmt: skip
             self._account(call, reply)
         except Exception as exc:  # the agent's failure, unless _check_fatal says it is fatal

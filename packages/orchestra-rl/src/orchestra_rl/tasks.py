@@ -52,7 +52,7 @@ __all__ = [
 #: The built-in task kinds: a multiple-choice task and a verifiable one.
 KINDS: tuple[str, ...] = ("facts-mc", "addition")
 #: Every kind :func:`builtin_evaluator` and :func:`instance_pool` know.
-ALL_KINDS: tuple[str, ...] = (*KINDS, "addition-plain")
+ALL_KINDS: tuple[str, ...] = (*KINDS, "addition-plain", "addition-plain-1d")
 
 _ANSWER = re.compile(r"answer(?:\s+is)?\s*[:=]|answer\s+is\b", re.IGNORECASE)
 _FIELD_END = re.compile(r"\bconfidence\b|\s/\s|\n", re.IGNORECASE)
@@ -209,6 +209,8 @@ def _builtin_task(kind: str) -> core_tasks.Task:
         return core_tasks.Addition()
     if kind == "addition-plain":
         return _PlainAddition(reverse=False, pad=False)
+    if kind == "addition-plain-1d":
+        return _PlainAddition(digits=1, reverse=False, pad=False, kind=kind)
     raise OrchestraError(f"unknown task kind {kind!r}; built in: {', '.join(ALL_KINDS)}")
 
 
@@ -216,6 +218,12 @@ class _PlainAddition(core_tasks.Addition):
     """Addition as a pretrained model reads it: ``What is 9 + 63?``, answer ``72``."""
 
     name = "addition-plain"
+
+    def __init__(self, *args: Any, kind: str = "addition-plain", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # ``addition-plain-1d`` (one-digit sums, ``What is 3 + 5?``) is its own kind, with its
+        # own split and its own instance ids, so it never shares a seed stream with two digits.
+        object.__setattr__(self, "name", kind)
 
     def make(self, a: int, b: int) -> core_tasks.Example:
         return core_tasks.Example(
