@@ -253,7 +253,9 @@ def summarise(out: Path) -> dict[str, Any]:
         sense = next((r["sense"] for r in mine if r.get("sense") is not None), 1.0)
         finals = [sense * r["final"] for r in mine if r.get("final") is not None]
         ref = min(finals) if finals else None  # internal (minimisation) sense
-        duals = [sense * r["dual_bound"] for r in mine if r.get("dual_bound") is not None]
+        # SCIP reports +-1e20 (its infinity) before it has any dual bound
+        duals = [sense * r["dual_bound"] for r in mine
+                 if r.get("dual_bound") is not None and abs(r["dual_bound"]) < 1e19]  # fmt: skip
         dual = max(duals) if duals else None
         proven = None if ref is None or dual is None else primal_gap(ref, dual)
         for r in sorted(mine, key=lambda r: METHODS.index(r["method"])):
