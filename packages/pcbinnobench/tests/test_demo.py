@@ -84,9 +84,11 @@ def test_demo_claims_follow_the_rows_not_the_code(demo_out, tmp_path):
 
 @pytest.mark.slow
 def test_demo_real_runs_smollm2_at_both_levels_on_a_tiny_budget(tmp_path, taskset):
-    """The real-model arm end to end on one task, one model call per episode (about 10 min on
-    a loaded 2-core CPU: SmolLM2's prompt holds the tool list and the task)."""
+    """The real-model arm end to end on one task, one model call per episode, through a served
+    SmolLM2 (the running server that PAPERSTACK_SERVED_BASE_URL names, else vllm serve or
+    transformers serve started here: minutes on a loaded 2-core CPU)."""
     pytest.importorskip("transformers")
+    pytest.importorskip("httpx")
     from paperstack import models
 
     if not models.available("smollm2-135m-instruct"):
@@ -108,3 +110,6 @@ def test_demo_real_runs_smollm2_at_both_levels_on_a_tiny_budget(tmp_path, taskse
     assert len(model_eps) == 2
     assert all(e["calls"] == 1 for e in model_eps)
     assert all(e["transcript"] for e in model_eps)
+    card = json.loads((out / "cost_card.json").read_text())
+    assert card["backend"]["calls"] == 2  # the server's ledger: one call per level
+    assert results.manifest.config["engine"]

@@ -143,3 +143,45 @@ def test_model_error_ends_the_episode_only_when_asked(task):
 
     with pytest.raises(LLMError):  # a served model's failure is the user's to see
         run_episode(task, _FullContext(), "guided")
+
+
+class _Fails:
+    """A served model that answers once, then fails its second call with ``error``."""
+
+    name = "served"
+
+    def __init__(self, error):
+        self.error = error
+        self.calls = 0
+
+    def generate(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls > 1:
+            raise self.error
+        return [['{"tool": "list_files", "args": {}}']]
+
+
+def test_a_full_served_context_ends_the_episode_any_other_failure_raises(task):
+    from paperstack.llm.base import (
+        BackendHTTPError,
+        BackendUnreachableError,
+        ContextOverflowError,
+    )
+
+    vllm_400 = BackendHTTPError(
+        "HTTP 400: This model's maximum context length is 8192 tokens. However, your request "
+        "has 8300 input tokens.",
+        400,
+    )
+    for error in (vllm_400, ContextOverflowError("the prompt is over the served context")):
+        ep = run_episode(task, _Fails(error), "guided", stop_on_full_context=True)
+        assert ep.stop.startswith("context full: ")
+        assert ep.calls == 1
+        assert not ep.passed
+    for error in (
+        BackendUnreachableError("cannot reach the server"),
+        BackendHTTPError("HTTP 404: the model `x` does not exist", 404),
+        BackendHTTPError("HTTP 500: Internal Server Error", 500),
+    ):
+        with pytest.raises(type(error)):  # a dead server or a wrong model is the user's to see
+            run_episode(task, _Fails(error), "guided", stop_on_full_context=True)

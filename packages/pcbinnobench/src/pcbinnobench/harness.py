@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paperstack.llm import ChatModel
-from paperstack.llm.base import LLMError
+from paperstack.llm.base import BackendHTTPError, ContextOverflowError, LLMError
 from pcbinnobench.errors import PcbBenchError
 from pcbinnobench.tasks import Task
 from pcbinnobench.tools import Sandbox, tool_help, tree_digest
@@ -116,6 +116,19 @@ def parse_action(text: str) -> dict[str, Any] | None:
     return None
 
 
+def _context_full(exc: LLMError) -> bool:
+    """Whether a failed model call says the conversation no longer fits the model's context
+    (vLLM answers such a prompt with HTTP 400 naming the maximum context length)."""
+    if isinstance(exc, ContextOverflowError):
+        return True
+    text = str(exc).lower()
+    return (
+        isinstance(exc, BackendHTTPError)
+        and exc.status == 400
+        and ("context length" in text or "max_model_len" in text or "maximum context" in text)
+    )
+
+
 def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -131,6 +144,7 @@ def run_episode(
     observer: Callable[[Sandbox, int], None] | None = None,
     keep_transcript: bool = False,
     stop_on_model_error: bool = False,
+    stop_on_full_context: bool = False,
 ) -> Episode:
     """One episode of ``agent`` on ``task`` at prompt ``level`` (objective or guided).
 
@@ -139,6 +153,10 @@ def run_episode(
     ``stop_on_model_error``: a model call that fails ends the episode (``stop: model error``)
     instead of raising; for a local model whose context a long episode can fill, never for a
     served one, whose failure (a dead server, a wrong model name) the user must see.
+    ``stop_on_full_context``: only a conversation that outgrew a served model's context ends
+    the episode (``stop: context full``): the client's :class:`ContextOverflowError`, or the
+    server's HTTP 400 refusal of a prompt over its ``max_model_len`` (vLLM); any other failure
+    of the server still raises.
     """
     budget = budget or Budget()
     prompt = task.prompt(level)
@@ -168,6 +186,9 @@ def run_episode(
                     seed=seed,
                 )[0][0]
             except LLMError as exc:
+                if stop_on_full_context and _context_full(exc):
+                    ep.stop = f"context full: {str(exc).splitlines()[0][:200]}"
+                    break
                 if not stop_on_model_error:  # an unreachable server is the user's to fix
                     raise
                 # a local model whose context the conversation outgrew: the episode ends
