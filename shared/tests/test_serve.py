@@ -287,6 +287,16 @@ def test_vllm_server_runs_the_interpreter_it_is_given(tmp_path: Path, monkeypatc
     command = server.command()
     assert command[0] == sys.executable
     assert command[command.index("serve") + 1] == str(tmp_path)
+    # The CPU build prefills whole prompts (seeded requests killed its engine otherwise).
+    server.cpu_build = True
+    cpu = server.command()
+    assert cpu[cpu.index("--max-num-batched-tokens") + 1] == str(server.max_model_len)
+    assert "--no-enable-chunked-prefill" in cpu
+    server.cpu_build = False
+    assert "--no-enable-chunked-prefill" not in server.command()
+    own = VLLMServer(tmp_path, python=sys.executable, extra_args=["--enable-chunked-prefill"])
+    own.cpu_build = True
+    assert "--no-enable-chunked-prefill" not in own.command()
 
 
 def test_served_transformers_engine_samples(

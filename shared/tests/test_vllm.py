@@ -135,6 +135,20 @@ def test_n_samples_at_temperature_differ_in_one_request(server: Any) -> None:
     assert samples == again  # seeded: reproducible
 
 
+def test_seeded_long_prompts_at_once_leave_the_engine_alive(server: Any) -> None:
+    """Several seeded requests whose prompts together exceed one step's token budget: with
+    chunked prefill the CPU engine died on them ("CPU Generator does not use offset"); the
+    CPU build is started with whole prefills (VLLMServer._cpu_args), so they all answer, and
+    the server still answers afterwards."""
+    filler = " ".join(f"item {i} is on the list." for i in range(150))  # about 900 tokens
+    prompts = [f"{filler} Question {k}: name one item." for k in range(4)]
+    with OpenAIChat(server.base_url, server.model, timeout=300, concurrency=4) as client:
+        out = client.generate(prompts, temperature=0.8, seed=5, max_new_tokens=4)
+        assert len(out) == 4
+        assert client.generate(QUESTION, max_new_tokens=2)
+    assert server._healthy()
+
+
 def test_n_greedy_samples_are_one_answer_repeated(chat: Any) -> None:
     """vLLM refuses n > 1 at temperature 0 (HTTP 400); the client asks once and repeats."""
     [greedy] = chat.generate(["Once upon a time"], n=2, temperature=0.0, max_new_tokens=6)

@@ -487,8 +487,21 @@ class VLLMServer(ServerProcess):
             self.python, "-c", _VLLM_CLI, "serve", self.model,
             "--host", self.host, "--port", str(self.port), "--enforce-eager",
             "--max-model-len", str(self.max_model_len), "--dtype", self.dtype,
-            *self.extra_args,
+            *self._cpu_args(), *self.extra_args,
         ]  # fmt: skip
+
+    def _cpu_args(self) -> list[str]:
+        """On the CPU build, whole prefills: vLLM 0.32 rewinds a seeded request's generator
+        after a partial (chunked) prefill with ``Generator.set_offset``, which a CPU generator
+        lacks, so one request with a ``seed`` and a prompt split across steps kills the engine
+        for every client ("CPU Generator does not use offset"; seen with 2-3k-token prompts
+        from several concurrent runs). Without chunked prefill, and with a step budget of the
+        whole context, no prefill is split. Not added when ``extra_args`` set either flag."""
+        given = " ".join(self.extra_args)
+        if not self.cpu_build or "chunked-prefill" in given or "max-num-batched" in given:
+            return []
+        return ["--no-enable-chunked-prefill", "--max-num-batched-tokens",
+                str(self.max_model_len)]  # fmt: skip
 
     def default_env(self) -> dict[str, str]:
         env = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
