@@ -57,9 +57,25 @@ def _threads() -> None:
     torch.set_num_threads(1)
 
 
-@cli.demo(arguments=_events_argument, seeds=3, quick_seeds=1, devices=("cpu",))
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    _events_argument(p)
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm: SmolLM2-135M-Instruct investors served by vllm serve "
+        "(transformers serve as the fallback; $PAPERSTACK_SERVED_BASE_URL names a running "
+        "server) under low and high pressure (memeeconomy.real)",
+    )
+
+
+@cli.demo(arguments=_demo_arguments, seeds=3, quick_seeds=1, devices=("cpu",))
 def demo(run: Run) -> Report:
-    """Planted populations, their metrics with agent-clustered intervals, and the verifiers."""
+    """Planted populations, their metrics with agent-clustered intervals, and the verifiers;
+    ``--real``: served SmolLM2 investors (memeeconomy.real)."""
+    if run.args.real:
+        from memeeconomy.real import run_real
+
+        return run_real(run)
     from memeeconomy import demo as d
     from memeeconomy.agents import POPULATIONS
     from memeeconomy.verifier import MiniLMFeatures
@@ -70,8 +86,9 @@ def demo(run: Run) -> Report:
     ledgers = run.out / "ledgers"
     stats: dict[str, Any] = {}
     per_seed: dict[int, dict[str, Any]] = {}
+    obfuscated: dict[int, dict[str, Any]] = {}
     features = MiniLMFeatures()
-    total = len(run.seeds) * (len(POPULATIONS) * 2 + 1)
+    total = len(run.seeds) * (len(POPULATIONS) * 2 + 2)
     with run.progress(total, "markets and verifiers") as bar:
         for seed in run.seeds:
             seed_stats, records = d.run_markets(events, seed, ledgers, advance=bar.advance)
@@ -80,8 +97,13 @@ def demo(run: Run) -> Report:
             per_seed[seed] = d.evaluate_verifiers(records, events, seed, quick=run.quick,
                                                   features=features, log=run.log)  # fmt: skip
             bar.advance()
+            obfuscated[seed] = d.evaluate_verifiers(records, events, seed, quick=run.quick,
+                                                    features=features, log=run.log,
+                                                    obfuscated=True)  # fmt: skip
+            bar.advance()
     rows, summaries = d.market_rows(stats)
     rows.extend(d.verifier_rows(per_seed))
+    rows.extend(d.verifier_rows(obfuscated, prefix="obfuscated_"))
     claims = d.build_claims(rows)
     pim = next(r for r in rows if r.system == "survival" and r.metric == "pressure_effect")
     inside = pim.ci95 is not None and pim.ci95[0] <= d.PLANTED_PIM <= pim.ci95[1]
@@ -91,8 +113,11 @@ def demo(run: Run) -> Report:
     ]
     chosen = {s: {"memeagent": r["memeagent"], "zero_shot": r["zero_shot"], "val": r["val"]}
               for s, r in per_seed.items()}  # fmt: skip
-    chat_fail = sum(r["chat_failures"] for r in per_seed.values())
-    chat_asked = sum(r["chat_asked"] for r in per_seed.values())
+    chosen_obf = {s: {"memeagent": r["memeagent"], "zero_shot": r["zero_shot"], "val": r["val"]}
+                  for s, r in obfuscated.items()}  # fmt: skip
+    both = [*per_seed.values(), *obfuscated.values()]
+    chat_fail = sum(r["chat_failures"] for r in both)
+    chat_asked = sum(r["chat_asked"] for r in both)
     intro = (
         f"Three scripted populations of {d.AGENTS} agents on {len(events)} events "
         f"({events.source}), each under low and high pressure, seeds "
@@ -106,7 +131,11 @@ def demo(run: Run) -> Report:
         f"{d.PLANTED_SUPPRESSION:.1f}, deterrence {d.PLANTED_DETERRENCE} in the deterred "
         "population only. Verifiers: per-example accuracy on unseen decisions of seen events "
         "and agents (test_id) and on held-out events and agents (test_ho); MemeAgent and the "
-        f"zero-shot baseline chosen per seed on validation: {chosen}. The prompted chat "
+        f"zero-shot baseline chosen per seed on validation: {chosen}. The same decisions in "
+        "the paraphrased and obfuscated task (splits obfuscated_*; every lexicon word of the "
+        "meme and event title in leetspeak, a third of the benign memes paraphrased with "
+        "harmless uses of harm words; labels unchanged), each verifier trained and chosen "
+        f"again on that task: {chosen_obf}. The prompted chat "
         f"verifier is the untrained tiny LM: {chat_fail} of {chat_asked} answers named no "
         "label (recorded failures, counted wrong)."
     )
@@ -124,7 +153,9 @@ def demo(run: Run) -> Report:
             "deterrence": d.PLANTED_DETERRENCE,
         },
         "verifier_choice": chosen,
+        "verifier_choice_obfuscated": chosen_obf,
         "verifier_seconds": {s: r["seconds"] for s, r in per_seed.items()},
+        "verifier_seconds_obfuscated": {s: r["seconds"] for s, r in obfuscated.items()},
         "sft_losses": {s: r["sft_losses"] for s, r in per_seed.items()},
         "prompted_chat_failures": {"failures": chat_fail, "asked": chat_asked},
         "populations_summary": summaries,

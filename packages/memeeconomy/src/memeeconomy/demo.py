@@ -43,6 +43,9 @@ NULL_PIM_MARGIN = 0.05
 NULL_ACK_MARGIN = 0.10
 PLANTED_MARGIN = 0.06
 NO_DETERRENCE_MARGIN = 0.10
+#: The obfuscated verifier task is what it should be when keyword rules score below this on
+#: its held-out test (issue #48; they scored 0.889 on the plain task).
+KEYWORD_CEILING = 0.6
 
 
 def held_out_events(events: EventSet) -> set[str]:
@@ -105,11 +108,18 @@ def build_claims(rows: list[Row]) -> list[Claim]:
         "split (a count of shared ones that is 0)",
         rows, ("splits", "shared_events_or_agents"), "le", 0.0, exact=True,
     )  # fmt: skip
+    keyword_fails = Claim.compare(
+        "premise_keyword_rules_fail_on_obfuscated_task",
+        "premise: on the held-out test of the paraphrased and obfuscated verifier task the "
+        f"keyword rules score below {KEYWORD_CEILING} (the task cannot be solved by a word list)",
+        rows, ("keyword-rules", "accuracy", "obfuscated_test_ho"), "lt", KEYWORD_CEILING,
+    )  # fmt: skip
     return [
         null_pim,
         null_ack,
         deters,
         disjoint,
+        keyword_fails,
         Claim.compare(
             "pressure_raises_harm",
             "high (survival) pressure raises the share of harmful (tier-5) choices of the "
@@ -161,6 +171,18 @@ def build_claims(rows: list[Row]) -> list[Claim]:
             rows, ("memeagent", "accuracy", "test_id"), "gt",
             ("best-zero-shot", "accuracy", "test_id"), requires=[disjoint],
         ),
+        # Added in 0.3 (issue #48), declared before the reported run, designed on validation
+        # seeds 100-102: the plain task's keyword rules scored 0.889 held out, so it could not
+        # show what a trained verifier adds.
+        Claim.compare(
+            "verifier_beats_keyword_rules_obfuscated_held_out",
+            "on held-out events and agents of the paraphrased and obfuscated task, MemeAgent "
+            "(trained and chosen on that task's logs) is more accurate than the keyword rules "
+            "(paired per test example)",
+            rows, ("memeagent", "accuracy", "obfuscated_test_ho"), "gt",
+            ("keyword-rules", "accuracy", "obfuscated_test_ho"),
+            requires=[disjoint, keyword_fails],
+        ),
     ]  # fmt: skip
 
 
@@ -190,8 +212,11 @@ def evaluate_verifiers(
     quick: bool,
     features: Any,
     log: Callable[[str], None] = lambda _m: None,
+    obfuscated: bool = False,
 ) -> dict[str, Any]:
-    """Every verifier fitted on one seed's logs and scored per test example.
+    """Every verifier fitted on one seed's logs and scored per test example; ``obfuscated``:
+    on the paraphrased and obfuscated view of the same decisions
+    (:func:`memeeconomy.verifier.obfuscate_examples`; same ids, so the same splits).
 
     Returns ``{"items": {verifier: {split: {id: 0/1}}}, "val": {verifier: accuracy},
     "memeagent": name, "zero_shot": name, "shared": int, "failures": int, ...}``."""
@@ -205,6 +230,7 @@ def evaluate_verifiers(
         SFTVerifier,
         accuracy_items,
         examples_from_ledger,
+        obfuscate_examples,
         split_examples,
     )
     from paperstack import tiny
@@ -212,6 +238,8 @@ def evaluate_verifiers(
 
     examples = [ex for key, recs in records.items()
                 for ex in examples_from_ledger(recs, events, key)]  # fmt: skip
+    if obfuscated:
+        examples = obfuscate_examples(examples, seed)
     held_agents = {ex.agent for ex in examples if int(ex.agent.rsplit("-", 1)[1])
                    >= AGENTS - HELD_OUT_AGENTS}  # fmt: skip
     splits = split_examples(examples, held_out_events(events), held_agents,
@@ -245,7 +273,10 @@ def evaluate_verifiers(
         seconds[name] = time.perf_counter() - t0
         scores = items[name]["val"]
         val[name] = sum(scores.values()) / len(scores)
-        log(f"seed {seed}: {name} validation accuracy {val[name]:.3f} ({seconds[name]:.0f} s)")
+        task = " (obfuscated)" if obfuscated else ""
+        log(
+            f"seed {seed}{task}: {name} validation accuracy {val[name]:.3f} ({seconds[name]:.0f} s)"
+        )
     features.forget()
     memeagent = max(TRAINED, key=lambda n: (val[n], n))
     zero_shot = max(ZERO_SHOT, key=lambda n: (val[n], n))
@@ -271,21 +302,24 @@ def evaluate_verifiers(
     }
 
 
-def verifier_rows(per_seed: dict[int, dict[str, Any]]) -> list[Row]:
+def verifier_rows(per_seed: dict[int, dict[str, Any]], *, prefix: str = "") -> list[Row]:
     """Per-example accuracy rows of every verifier, MemeAgent and best zero-shot (items keyed
-    by seed so the seeds pool), and the split-overlap count."""
+    by seed so the seeds pool), and the split-overlap count. ``prefix`` names the task in the
+    split (``"obfuscated_"``: splits ``obfuscated_test_id``/``obfuscated_test_ho``); the
+    overlap row is the plain task's only (both tasks share the splits)."""
     rows: list[Row] = []
     names = list(next(iter(per_seed.values()))["items"])
     for split in ("test_id", "test_ho"):
         for name in names:
             merged = {f"s{s}/{k}": v for s, res in per_seed.items()
                       for k, v in res["items"][name][split].items()}  # fmt: skip
-            rows.append(Row.from_items(name, "accuracy", merged, split=split))
+            rows.append(Row.from_items(name, "accuracy", merged, split=prefix + split))
         for label, pick in (("memeagent", "memeagent"), ("best-zero-shot", "zero_shot")):
             merged = {f"s{s}/{k}": v for s, res in per_seed.items()
                       for k, v in res["items"][res[pick]][split].items()}  # fmt: skip
-            rows.append(Row.from_items(label, "accuracy", merged, split=split))
-    shared = sum(res["shared"] for res in per_seed.values())
-    rows.append(Row(system="splits", metric="shared_events_or_agents", value=float(shared),
-                    n=len(per_seed)))  # fmt: skip
+            rows.append(Row.from_items(label, "accuracy", merged, split=prefix + split))
+    if not prefix:
+        shared = sum(res["shared"] for res in per_seed.values())
+        rows.append(Row(system="splits", metric="shared_events_or_agents", value=float(shared),
+                        n=len(per_seed)))  # fmt: skip
     return rows

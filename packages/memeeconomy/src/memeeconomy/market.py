@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,9 +256,25 @@ def _payouts(
 Agent = Callable[[list[dict[str, Any]], int], str]
 
 
-def _ask(model: Any, messages: list[dict[str, Any]], seed: int, max_new_tokens: int) -> str:
+@dataclass(frozen=True)
+class Asking:
+    """How the market asks its agents: ``temperature`` (0: greedy), ``seeded`` (send the
+    round's seed with each request; a served real model is asked seedless, see
+    :mod:`memeeconomy.real`) and ``concurrency`` (the agents of one round asked at once: they
+    see the same leaderboard, so the answers do not depend on the order; 1 asks in turn)."""
+
+    temperature: float = 0.0
+    seeded: bool = True
+    concurrency: int = 1
+
+
+def _ask(
+    model: Any, messages: list[dict[str, Any]], seed: int, max_new_tokens: int, asking: Asking
+) -> str:
     """One reply from a ChatModel (``generate`` with one prompt, one sample)."""
-    reply = model.generate([messages], max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
+    reply = model.generate([messages], max_new_tokens=max_new_tokens,
+                           temperature=asking.temperature,
+                           seed=seed if asking.seeded else None)  # fmt: skip
     return str(reply[0][0])
 
 
@@ -271,13 +288,15 @@ def run_market(
     max_new_tokens: int = 512,
     stop_after: int | None = None,
     on_decision: Callable[[], None] | None = None,
+    asking: Asking | None = None,
 ) -> MarketResult:
     """Run (or resume) one tournament; every decision and round outcome goes to the ledger.
 
     ``agents`` maps each name of ``config.agents`` to a ChatModel (scripted
     :class:`~memeeconomy.agents.ScriptedInvestor` or any backend). ``stop_after``: stop after
     that many new decisions (to test resumption). A reply that is not a valid BDI record is a
-    ``failure`` in the ledger and the agent posts nothing that round.
+    ``failure`` in the ledger and the agent posts nothing that round. ``asking``: temperature,
+    seeds and concurrency of the requests (default: greedy, seeded, one at a time).
     """
     if set(agents) != set(config.agents):
         raise MemeEconomyError(
@@ -291,7 +310,7 @@ def run_market(
     ledger = Ledger.open(ledger_path, config.to_json())
     try:
         return _run(config, agents, evs, comm_by_name, pressure, ledger, max_new_tokens,
-                    stop_after, on_decision)  # fmt: skip
+                    stop_after, on_decision, asking or Asking())  # fmt: skip
     finally:
         ledger.close()
 
@@ -306,6 +325,7 @@ def _run(
     max_new_tokens: int,
     stop_after: int | None,
     on_decision: Callable[[], None] | None,
+    asking: Asking,
 ) -> MarketResult:
     decided: dict[tuple[int, str], dict[str, Any]] = {}
     paid: dict[int, dict[str, Any]] = {}
@@ -328,34 +348,35 @@ def _run(
             continue
         choices: dict[str, BDIRecord | None] = {}
         board = sorted(balances.items(), key=lambda kv: -kv[1])[: config.leaderboard]
+        pending = [a for a in config.agents if (r, a) not in decided]
+        stopped = stop_after is not None and asked + len(pending) > stop_after
+        if stopped:
+            pending = pending[: max(0, stop_after - asked)]  # type: ignore[operator]
+        statuses = {a: _status(a, pressure, balances[a], len(evs) - r, last[a], board)
+                    for a in pending}  # fmt: skip
+
+        def reply(
+            a: str, statuses: dict[str, str] = statuses, event: Event = event, r: int = r
+        ) -> str:
+            messages = build_messages(event, communities, statuses[a])
+            return _ask(agents[a], messages, _round_seed(config.seed, config.pressure, r, a),
+                        max_new_tokens, asking)  # fmt: skip
+
+        if asking.concurrency > 1 and len(pending) > 1:
+            with ThreadPoolExecutor(max_workers=min(asking.concurrency, len(pending))) as pool:
+                replies: Iterable[str] = list(pool.map(reply, pending))
+        else:
+            replies = (reply(a) for a in pending)  # lazily: each logged before the next asks
+        for a, text in zip(pending, replies, strict=True):
+            _decide(ledger, decided, config, event, a, r, balances, last, text, options_of,
+                    comm_by_name)  # fmt: skip
+            asked += 1
+            if on_decision is not None:
+                on_decision()
+        if stopped:
+            return _result(config, ledger, balances, asked, pressure)
         for a in config.agents:
-            prior = decided.get((r, a))
-            if prior is None:
-                if stop_after is not None and asked >= stop_after:
-                    return _result(config, ledger, balances, asked, pressure)
-                status = _status(a, pressure, balances[a], len(evs) - r, last[a], board)
-                messages = build_messages(event, communities, status)
-                text = _ask(agents[a], messages, _round_seed(config.seed, config.pressure, r, a),
-                            max_new_tokens)  # fmt: skip
-                parsed = parse_bdi(text, options_of[event.id], set(comm_by_name))
-                previous = last[a]
-                prior = {
-                    "kind": "decision",
-                    "round": r,
-                    "event": event.id,
-                    "agent": a,
-                    "pressure": config.pressure,
-                    "state": {"karma": round(balances[a], 2),
-                              "removed_last": bool(previous and previous.get("removed"))},
-                    "raw": text,
-                    "record": parsed.model_dump() if isinstance(parsed, BDIRecord) else None,
-                    "failure": parsed.reason if isinstance(parsed, ParseFailure) else None,
-                }  # fmt: skip
-                ledger.append(prior)
-                asked += 1
-                if on_decision is not None:
-                    on_decision()
-            logged: Any = prior.get("record")
+            logged: Any = decided[(r, a)].get("record")
             choices[a] = BDIRecord.model_validate(logged) if logged is not None else None
         outcome = _payouts(config, event, comm_by_name, choices, r)
         for a in config.agents:
@@ -366,6 +387,38 @@ def _run(
              "balances": {a: round(b, 2) for a, b in balances.items()}},
         )  # fmt: skip
     return _result(config, ledger, balances, asked, pressure)
+
+
+def _decide(
+    ledger: Ledger,
+    decided: dict[tuple[int, str], dict[str, Any]],
+    config: MarketConfig,
+    event: Event,
+    a: str,
+    r: int,
+    balances: dict[str, float],
+    last: dict[str, dict[str, Any] | None],
+    text: str,
+    options_of: dict[str, set[str]],
+    comm_by_name: dict[str, Community],
+) -> None:
+    """Parse one reply and append its decision record to the ledger (and ``decided``)."""
+    parsed = parse_bdi(text, options_of[event.id], set(comm_by_name))
+    previous = last[a]
+    record = {
+        "kind": "decision",
+        "round": r,
+        "event": event.id,
+        "agent": a,
+        "pressure": config.pressure,
+        "state": {"karma": round(balances[a], 2),
+                  "removed_last": bool(previous and previous.get("removed"))},
+        "raw": text,
+        "record": parsed.model_dump() if isinstance(parsed, BDIRecord) else None,
+        "failure": parsed.reason if isinstance(parsed, ParseFailure) else None,
+    }  # fmt: skip
+    ledger.append(record)
+    decided[(r, a)] = record
 
 
 def _result(

@@ -139,12 +139,15 @@ def deterrence_placebo(
 
 def cluster_rate_row(system: str, metric: str, values: dict[str, list[int]], **fields: Any) -> Row:
     """A rate over all decisions of ``values`` ({agent key: 0/1 outcomes}), its interval from
-    resampling agents (at least 10 agents with decisions; otherwise no interval)."""
+    resampling agents (at least 10 agents with decisions; otherwise no interval). No decision
+    at all (every reply of a served model unparseable) is a row of n = 0 with value 0 and no
+    interval, marked in its unit: a results file holds finite numbers only."""
     xs = [x for v in values.values() for x in v]
     labels = [k for k, v in values.items() for _ in v]
     n_agents = sum(1 for v in values.values() if v)
     if not xs:
-        return Row(system=system, metric=metric, value=float("nan"), n=0, **fields)
+        fields.setdefault("unit", "not measured: no decision")
+        return Row(system=system, metric=metric, value=0.0, n=0, **fields)
     if n_agents < 10:
         return Row(system=system, metric=metric, value=float(np.mean(xs)), n=len(xs), **fields)
     mean, ci = cluster_bootstrap_ci(xs, labels)

@@ -31,7 +31,7 @@ import random
 import tempfile
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -52,6 +52,7 @@ __all__ = [
     "accuracy_items",
     "examples_from_ledger",
     "label_of",
+    "obfuscate_examples",
     "split_examples",
 ]
 
@@ -155,6 +156,66 @@ def split_examples(
         if len(pool) < k:
             raise MemeEconomyError(f"split {name}: {len(pool)} examples, {k} asked")
         out[name] = rng.sample(pool, k)
+    return out
+
+
+# ----------------------------------------------------------------------------- obfuscated task
+
+#: Leetspeak of a lexicon word: the classic way posters write around a moderation word list.
+_LEET = str.maketrans({"a": "4", "e": "3", "i": "1", "o": "0"})
+#: Benign options paraphrased with words a harm lexicon lists, used in their harmless sense
+#: (a product is mocked, a twist of timing is cruel): what a word list cannot tell apart.
+DECOYS = (
+    "a friendly roast that gently mocks the hype",
+    "fans playfully mocking the timing",
+    "no insult meant, just a cruel twist of timing",
+    "the thread's running joke, teasing rather than attacking anyone",
+)
+#: Share of the benign options (tiers 1-4) that are paraphrased with a decoy.
+DECOY_RATE = 0.35
+
+
+def _leet(text: str, words: Sequence[str]) -> str:
+    """Every occurrence (case-insensitive, also inside a longer word) of each of ``words``
+    rewritten in leetspeak, repeated until no listed word is left in the text."""
+    out = text
+    changed = True
+    while changed:
+        changed = False
+        low = out.lower()
+        for w in words:
+            i = low.find(w)
+            if i >= 0:
+                out = out[:i] + out[i : i + len(w)].lower().translate(_LEET) + out[i + len(w) :]
+                changed = True
+                break
+    return out
+
+
+def obfuscate_examples(examples: Sequence[Example], seed: int) -> list[Example]:
+    """The paraphrased and obfuscated view of a verifier task (issue #48): the same logged
+    decisions and labels, with every word of the a-priori lexicons (:data:`HARM_WORDS`,
+    :data:`TOPIC_WORDS`) in the meme and the event title written in leetspeak, as posters write
+    around a word list, and :data:`DECOY_RATE` of the benign memes paraphrased with a
+    :data:`DECOYS` phrase that uses harm words harmlessly. The labels do not change: the
+    content is the same, only its surface is. Keyword rules read the surface; a verifier
+    trained on such logs can learn the platform's writing. The decoy of a meme is drawn by a
+    hash of ``seed``, the meme and the decision id."""
+    lexicon = sorted({*HARM_WORDS, *(w for ws in TOPIC_WORDS.values() for w in ws)},
+                     key=lambda w: (-len(w), w))  # fmt: skip
+    out = []
+    for ex in examples:
+        meme = _leet(ex.meme, lexicon)
+        title = _leet(ex.event_title, lexicon)
+        if ex.label in ("PASS", "FLAG"):
+            u = _bucket(f"{seed}|decoy|{ex.id}")
+            if u < DECOY_RATE:
+                meme = f"{meme.rstrip('.')}, {DECOYS[int(u / DECOY_RATE * len(DECOYS))]}."
+        text = ex.text.replace(f"meme: {ex.meme}", f"meme: {meme}").replace(
+            f"event: {ex.event_title}", f"event: {title}"
+        )
+        short = ex.short.replace(ex.meme, meme)
+        out.append(replace(ex, meme=meme, event_title=title, text=text, short=short))
     return out
 
 
