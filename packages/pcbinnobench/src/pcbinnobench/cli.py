@@ -48,7 +48,7 @@ TRANSLATION_TEST = 200  # held-out StepTranslation sentences the tiny model is s
 #: The real-model arm (``demo --real``): a real instruct model as the agent, greedy (so one
 #: episode per task and level is the measurement), its budget fixed before any run.
 REAL_MODEL = "smollm2-135m-instruct"
-REAL_BUDGET: dict[str, int] = {"max_calls": 4, "max_new_tokens": 160}
+REAL_BUDGET: dict[str, int] = {"max_calls": 8, "max_new_tokens": 160}
 REAL_BUDGET_QUICK: dict[str, int] = {"max_calls": 2, "max_new_tokens": 64}
 #: Model episodes in flight at once (a batching server answers them together), seconds a
 #: request may take, and the context a server started for the run serves.
