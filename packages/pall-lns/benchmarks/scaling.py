@@ -263,7 +263,7 @@ def summarise(out: Path) -> dict[str, Any]:
         if not p.name.endswith(".gen.json")
     ]
     rows = []
-    for inst, g in gens.items():
+    for inst, g in sorted(gens.items(), key=lambda kv: (kv[1]["family"], kv[1]["n_vars"])):
         mine = [r for r in runs if r["instance"] == inst]
         if not mine:
             continue
