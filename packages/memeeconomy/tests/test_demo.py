@@ -22,6 +22,8 @@ CLAIMS = {
     "verifier_beats_zero_shot",
     "verifier_beats_zero_shot_in_distribution",
     "verifier_beats_keyword_rules_held_out",
+    "premise_keyword_rules_fail_on_obfuscated_task",
+    "verifier_beats_keyword_rules_obfuscated_held_out",
 }
 
 
@@ -30,7 +32,7 @@ def test_market_claims_recover_the_planted_effects(tmp_path):
     rows, _ = market_rows(stats)
     rows.append(Row(system="splits", metric="shared_events_or_agents", value=0.0, n=1))
     for system in ("memeagent", "best-zero-shot", "keyword-rules"):
-        for split in ("test_id", "test_ho"):
+        for split in ("test_id", "test_ho", "obfuscated_test_ho"):
             rows.append(Row.from_items(system, "accuracy", {i: float(i % 2) for i in range(20)},
                                        split=split))  # fmt: skip
     claims = {c.id: c for c in build_claims(rows)}

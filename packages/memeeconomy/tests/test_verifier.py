@@ -11,6 +11,7 @@ from memeeconomy.verifier import (
     accuracy_items,
     examples_from_ledger,
     label_of,
+    obfuscate_examples,
     parse_label,
     split_examples,
 )
@@ -121,3 +122,30 @@ def test_sft_verifier_trains_with_trl_and_predicts_labels(examples):
     assert sft.losses
     assert all(loss > 0 for loss in sft.losses)
     assert set(sft.predict(examples[:4])) <= set(LABELS)
+
+
+def test_obfuscated_task_keeps_labels_and_hides_every_lexicon_word(examples):
+    from memeeconomy.verifier import DECOYS, HARM_WORDS, TOPIC_WORDS
+
+    obf = obfuscate_examples(examples, 0)
+    assert [ex.id for ex in obf] == [ex.id for ex in examples]
+    assert [ex.label for ex in obf] == [ex.label for ex in examples]
+    lexicon = {*HARM_WORDS, *(w for ws in TOPIC_WORDS.values() for w in ws)}
+    decoyed = 0
+    for before, after in zip(examples, obf, strict=True):
+        meme = after.meme
+        for decoy in DECOYS:
+            if decoy in meme:
+                assert before.label in ("PASS", "FLAG")  # decoys paraphrase benign memes only
+                meme = meme.replace(decoy, "")
+                decoyed += 1
+        assert not any(w in meme.lower() for w in lexicon)
+        assert not any(w in after.event_title.lower() for w in lexicon)
+        assert after.meme in after.text
+        assert after.event_title in after.text
+    assert 0 < decoyed < len(examples)
+    # Keyword rules read the surface: on this task they lose most of what they had.
+    plain = accuracy_items(KeywordVerifier(), examples)
+    hidden = accuracy_items(KeywordVerifier(), obf)
+    assert sum(hidden.values()) < 0.8 * sum(plain.values())
+    assert obfuscate_examples(examples, 0) == obf  # deterministic

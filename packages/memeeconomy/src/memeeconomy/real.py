@@ -248,8 +248,8 @@ def _run(run: Run, cfg: dict[str, Any], server: Any) -> Report:
     for m in MARKETS:
         for rec in records[m]:
             if rec.get("kind") == "decision" and rec.get("failure"):
-                key = str(rec["failure"])[:80]
-                reasons[key] = reasons.get(key, 0) + 1
+                reason = str(rec["failure"])[:80]
+                reasons[reason] = reasons.get(reason, 0) + 1
     why = ", ".join(f"{k}: {v}" for k, v in reasons.items()) or "none"
     intro = (
         f"Served SmolLM2-135M-Instruct investors ({server.name}, model {server.model}): "

@@ -177,7 +177,9 @@ DECOY_RATE = 0.35
 
 def _leet(text: str, words: Sequence[str]) -> str:
     """Every occurrence (case-insensitive, also inside a longer word) of each of ``words``
-    rewritten in leetspeak, repeated until no listed word is left in the text."""
+    rewritten in leetspeak (a word with no a, e, i or o gets an asterisk after its first
+    letter), repeated until no listed word is left in the text: each rewrite removes one
+    occurrence and adds only digits or an asterisk, so the loop ends."""
     out = text
     changed = True
     while changed:
@@ -186,7 +188,10 @@ def _leet(text: str, words: Sequence[str]) -> str:
         for w in words:
             i = low.find(w)
             if i >= 0:
-                out = out[:i] + out[i : i + len(w)].lower().translate(_LEET) + out[i + len(w) :]
+                coded = w.translate(_LEET)
+                if coded == w:  # no vowel leetspeak rewrites ("bus"): break it with an asterisk
+                    coded = w[0] + "*" + w[1:]
+                out = out[:i] + coded + out[i + len(w) :]
                 changed = True
                 break
     return out
