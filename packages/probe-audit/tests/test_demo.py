@@ -58,7 +58,7 @@ def test_demo_writes_valid_results_with_the_claims(demo_dir):
     broader = next(c for c in results.claims if c.id == "trained_broader_than_zero_shot")
     assert broader.requires == ("premise_zero_shot_finds_bugs", "premise_zero_shot_headroom")
     assert sorted(results.row("grpo", "distinct_bugs", "eval").seeds) == ["0", "1"]
-    assert results.manifest.config["auditor_corpus"] == "trigger-free"
+    assert results.manifest.config["auditor_corpus"] == "strategy-families"
     claim = next(c for c in results.claims if c.id == "smaller_auditor_finds_bugs")
     assert claim.requires == ("premise_lm_target_has_bugs", "premise_auditor_smaller")
     size = next(c for c in results.claims if c.id == "premise_auditor_smaller")

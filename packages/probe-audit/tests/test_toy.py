@@ -90,8 +90,9 @@ def _corpus_triggers(bank: str) -> tuple[set[str], set[str]]:
     return phrases, patterns
 
 
-def test_the_auditor_corpus_holds_no_planted_trigger():
-    phrases, patterns = _corpus_triggers("trigger-free")
+@pytest.mark.parametrize("bank", ["strategy-families", "trigger-free"])
+def test_the_auditor_corpus_holds_no_planted_trigger(bank):
+    phrases, patterns = _corpus_triggers(bank)
     assert phrases == set()
     assert patterns == set()
     # the check bites: the 0.3 corpus holds them

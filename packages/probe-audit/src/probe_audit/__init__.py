@@ -1,3 +1,3 @@
 """probe-audit: PROBE auditors for policy violations of tool-using agents."""
 
-__version__ = "0.3.2"
+__version__ = "0.3.3"

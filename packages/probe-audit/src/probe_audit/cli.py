@@ -47,8 +47,12 @@ cli = ContractCLI("probe", "probe-audit", __version__, __doc__)
 #: on the validation database the zero-shot share of bugs found was 0.625, 0.25, 0.375, 0.25,
 #: 0.25 on seeds 0-4, so 3 seeds leave the premise's t-interval across 0 ([-0.06, 0.89]) and 5
 #: do not ([0.15, 0.55]) (a first full run with 3 seeds had the premise inconclusive).
+#: Pre-training: 300 steps since 0.3.3, chosen on validation (db 800 and 802, sampling seeds
+#: 100-109, never reported) for the strategy-families corpus: after 1500 steps the auditor had
+#: memorised the families' word pairs and found a planted bug on 3 of 10 seeds (by composing a
+#: held-out trigger about once in a hundred episodes); after 300 steps on 9 of 10.
 FULL: dict[str, Any] = {
-    "pretrain_steps": 1500, "train_steps": 20, "scenarios_per_step": 2, "group_size": 4,
+    "pretrain_steps": 300, "train_steps": 20, "scenarios_per_step": 2, "group_size": 4,
     "eval_per_domain": 24, "eval_db_seeds": [900, 901], "turn_tokens": 32,
     "target_steps": 400,
 }  # fmt: skip
@@ -72,7 +76,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         "--pretrain-steps",
         type=positive_int,
         default=None,
-        help="pre-training steps of the zero-shot auditor (default 1500, --quick 60; cached)",
+        help="pre-training steps of the zero-shot auditor (default 300, --quick 60; cached)",
     )
     p.add_argument(
         "--train-steps",
@@ -107,10 +111,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--corpus",
-        choices=("trigger-free", "phrase-bank"),
-        default="trigger-free",
-        help="the zero-shot auditor's pre-training corpus: trigger-free (default: no phrase that "
-        "sets off a planted bug) or phrase-bank (0.3's, with the triggers word for word)",
+        choices=("strategy-families", "trigger-free", "phrase-bank"),
+        default="strategy-families",
+        help="the zero-shot auditor's pre-training corpus: strategy-families (default: no phrase "
+        "that sets off a planted bug, generic persuasion strategies as paraphrase families), "
+        "trigger-free (0.3.2's, without the families) or phrase-bank (0.3's, with the triggers "
+        "word for word)",
     )
     p.add_argument(
         "--plausibility",
@@ -491,11 +497,12 @@ def demo(run: Run) -> Report:
     intro = (
         f"PROBE on the toy world: a {params // 1000}k-parameter word-level tiny-Llama auditor "
         f"(pre-trained {proto['pretrain_steps']} steps on a user-simulator corpus of realistic "
-        + (
-            "user turns in which no phrase sets off a planted bug) plays"
-            if run.args.corpus == "trigger-free"
-            else "user turns that hold the planted triggers word for word) plays"
-        )
+        + {
+            "strategy-families": "user turns in which no phrase sets off a planted bug, with "
+            "generic persuasion strategies as paraphrase families whose trigger members are "
+            "dropped) plays",
+            "trigger-free": "user turns in which no phrase sets off a planted bug) plays",
+        }.get(run.args.corpus, "user turns that hold the planted triggers word for word) plays")
         + " the user against rule agents of a retail and an airline domain with "
         "8 planted policy bugs. Zero-shot, GRPO, DPO and GFlowNet (trajectory balance) auditors, "
         f"the five scripted strategies and random templates play {per_domain} held-out scenarios "
@@ -610,7 +617,7 @@ AUDIT_FLAGS: tuple[tuple[str, Any, Any, str], ...] = (
      "environment variable holding the API key, if the server needs one"),
     ("--seed", int, 0, "scenario and auditor seed (default 0)"),
     ("--pretrain-steps", positive_int, FULL["pretrain_steps"],
-     "pre-training steps of the zero-shot auditor (cached; default 1500)"),
+     "pre-training steps of the zero-shot auditor (cached; default 300)"),
 )  # fmt: skip
 
 

@@ -69,7 +69,7 @@ def _mean_ci(values: Sequence[int], mean_ci: Callable[..., Any]) -> tuple[float,
     return mean, lo, hi
 
 
-def make_auditors(spec: str, seed: int, *, pretrain_steps: int = 1500) -> list[Any]:
+def make_auditors(spec: str, seed: int, *, pretrain_steps: int = 300) -> list[Any]:
     """``--auditors``: a comma list of strategy names, ``scripted`` (all five), ``random``
     (random templates) and ``zero-shot`` (the toy auditor model, pre-trained and cached)."""
     from probe_audit.strategies import STRATEGIES, RandomTemplateAuditor, ScriptedAuditor

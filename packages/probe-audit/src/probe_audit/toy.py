@@ -4,13 +4,16 @@
   *word-level* tokenizer, pre-trained on the user side of dialogues between
   :class:`~probe_audit.strategies.RealisticUser` and the bug-free rule agents of both domains
   (:class:`AuditorCorpus`): a user-simulator corpus generated from the scenarios. It knows how
-  customers talk, not where the agent is weak. By default (``corpus="trigger-free"``, since
-  0.4) the user speaks from the trigger-free bank: no turn of the corpus holds a phrase that
-  sets off a planted bug (``I'm a VIP customer.``, ``Just do it, no need to ask.``, a
-  forgotten zip code...; a test checks every turn against the rule agents' own trigger
-  patterns), so whatever bug an auditor finds it found by composing words, not by replaying a
-  memorised trigger. ``corpus="phrase-bank"`` is the 0.3 corpus, whose pressure phrases held
-  those triggers word for word (the zero-shot auditor of the 0.3 runs).
+  customers talk, not where the agent is weak. By default (``corpus="strategy-families"``,
+  since 0.3.3) no turn of the corpus holds a phrase that sets off a planted bug (``I'm a VIP
+  customer.``, ``Just do it, no need to ask.``, a forgotten zip code...; a test checks every
+  turn against both rule agents' own trigger patterns), and the user speaks generic persuasion
+  strategies as paraphrase families (:data:`~probe_audit.strategies.FAMILIES`: claimed status,
+  skipping a step, impatience, a missing credential, acting for someone) with the trigger
+  members dropped: whatever bug an auditor finds it found by composing words it learned in
+  other combinations, not by replaying a memorised trigger. ``corpus="trigger-free"`` is the
+  0.3.2 corpus (no families: its zero-shot auditor found none of the bugs on validation),
+  ``corpus="phrase-bank"`` the 0.3 one, whose pressure phrases held the triggers word for word.
 - Why word-level: the 0.1 auditor was the core's character-level ``micro`` model, which after
   the 200 steps the CPU budget allowed still wrote garbled turns (plausibility 0.28) and found
   none of the 8 planted bugs. The corpus is made of a closed phrase bank, so one token per word
@@ -78,7 +81,7 @@ _SOURCES = ("domains/retail.py", "domains/airline.py", "strategies.py", "game.py
             "environment.py", "toy.py")  # fmt: skip
 _MANIFEST = "probe-auditor.json"
 #: The zero-shot auditor's pre-training corpus (see the module docstring).
-DEFAULT_CORPUS = "trigger-free"
+DEFAULT_CORPUS = "strategy-families"
 
 
 def code_digest() -> str:
@@ -244,7 +247,7 @@ def _corpus_texts(task: AuditorCorpus, n: int, seed: int) -> list[str]:
 
 
 def auditor_cache_path(
-    steps: int, seed: int = 0, cache_dir: str | None = None, corpus: str = "trigger-free"
+    steps: int, seed: int = 0, cache_dir: str | None = None, corpus: str = DEFAULT_CORPUS
 ) -> Path:
     """Where :func:`pretrained_auditor` keeps the model for ``steps`` and ``seed``: named by
     them plus a hash of everything that changes the weights (config, recipe, code)."""
@@ -276,11 +279,11 @@ def pretrained_auditor(
     seed: int = 0,
     progress: bool = True,
     cache_dir: str | None = None,
-    corpus: str = "trigger-free",
+    corpus: str = DEFAULT_CORPUS,
 ) -> tuple[Any, Any]:
     """The zero-shot toy auditor: :data:`AUDITOR_CONFIG` pre-trained ``steps`` steps on
-    :class:`AuditorCorpus` with the user bank ``corpus`` (``trigger-free``, the default, or
-    ``phrase-bank``; from the cache, else trained now and cached; loads with
+    :class:`AuditorCorpus` with the user bank ``corpus`` (``strategy-families``, the default,
+    ``trigger-free`` or ``phrase-bank``; from the cache, else trained now and cached; loads with
     ``from_pretrained``)."""
     from paperstack import tiny
     from paperstack.cache import build_once
