@@ -34,7 +34,7 @@ def test_seedless_seats_send_no_seed_and_seeded_ones_do() -> None:
     test = instance_pool("addition-plain-1d", 3, "test", 0)
     evaluator = builtin_evaluator(("addition-plain-1d",))
     for seeded in (False, True):
-        model = _Recorder()
+        model: Any = _Recorder()
         seats = [AgentSpec(model, name=f"s{i}", temperature=0.7, seeded=seeded) for i in range(2)]
         episodes = Swarm(seats, evaluator, SwarmConfig(budget=6)).run(test, SingleShot(), seed=0)
         assert [e.score for e in episodes] == [1.0, 1.0, 1.0]
@@ -45,7 +45,7 @@ def test_seedless_seats_send_no_seed_and_seeded_ones_do() -> None:
 def test_moved_by_reading_counts_right_after_minus_right_before() -> None:
     """Only calls that read a message count; a flip from right to wrong is -1, the reverse +1."""
     inst = instance_pool("addition-plain-1d", 1, "test", 0)[0]
-    right, wrong = inst.example.answer, "-1"
+    right, wrong = str(inst.meta["sum"]), "-1"
     call = SimpleNamespace
     trace = [
         call(round=0, agent=0, received=[], answer=right, failure=None),

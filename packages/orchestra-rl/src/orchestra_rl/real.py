@@ -178,8 +178,8 @@ def _run(run: Run, cfg: dict[str, Any], base_url: str, model: str, engine: str) 
             for n in method_sizes:
                 swarm = swarm_of(n)
                 for name in cfg["method_systems"]:
-                    policy = learned if name == "orchestra_rl" else _baseline(name)
-                    eps = swarm.run(test, policy, seed=seed)
+                    system: Any = learned if name == "orchestra_rl" else _baseline(name)
+                    eps = swarm.run(test, system, seed=seed)
                     acc[n][name][seed] = float(np.mean([e.score for e in eps]))
                     calls[n][name][seed] = float(np.mean([e.calls for e in eps]))
             bar.advance()
