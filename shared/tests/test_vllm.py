@@ -145,7 +145,7 @@ def test_seeded_long_prompts_at_once_leave_the_engine_alive(server: Any) -> None
     with OpenAIChat(server.base_url, server.model, timeout=300, concurrency=4) as client:
         out = client.generate(prompts, temperature=0.8, seed=5, max_new_tokens=4)
         assert len(out) == 4
-        assert client.generate(QUESTION, max_new_tokens=2)
+        assert client.generate([QUESTION], max_new_tokens=2)
     assert server._healthy()
 
 
