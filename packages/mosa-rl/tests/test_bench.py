@@ -59,3 +59,13 @@ def test_bench_quick_writes_median_ratios_and_checks(tmp_path):
     assert results.row("mosa", "matches_tokenkl", "step").value == 1.0
     assert results.row("profile-k16", "head_time_ratio", "head").ci95 is not None
     assert all(c.verdict == "held" for c in results.claims)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan"])
+def test_bench_budget_must_be_a_positive_number(tmp_path, capsys, value):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--quick", "--out", str(out), "--budget-s", value])
+    assert exc.value.code == 2
+    assert "--budget-s" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not out.exists()

@@ -38,7 +38,14 @@ from typing import Any
 
 from mosa_rl.errors import MosaError
 
-__all__ = ["PROFILE_TOLERANCE", "head_systems", "profile_cost", "run_bench", "step_systems"]
+__all__ = [
+    "BUDGET_S",
+    "PROFILE_TOLERANCE",
+    "head_systems",
+    "profile_cost",
+    "run_bench",
+    "step_systems",
+]
 
 
 def _saved_bytes() -> tuple[Any, list[int]]:
@@ -197,6 +204,11 @@ def _timed_trainer(trainer: Any, device: str, tmp: Any) -> dict[str, Callable[[]
     }
 
 
+#: Seconds of timed rounds per comparison on the full CPU bench (steps, then heads): 9 rounds
+#: take about 3 and 4.5 minutes on the shared 2-core machine under load, so the whole bench,
+#: model building and warm-ups included, stays under 15 minutes even at twice that load.
+BUDGET_S = 300.0
+
 #: |chunked profile - unfused definition|: fp32 rounding of sums of 16 probabilities (~1e-7).
 PROFILE_TOLERANCE = 1e-4
 
@@ -301,9 +313,12 @@ def run_bench(
     quick: bool = False,
     shape: str | None = None,
     repeats: int | None = None,
+    budget_s: float | None = None,
 ) -> tuple[list[Any], list[Any], str, dict[str, Any]]:
     """Both measurements: rows (medians with intervals, output checks), the correctness claims,
-    a one-line summary and the config."""
+    a one-line summary and the config. ``budget_s``: each comparison's timed rounds stop after
+    the round that crosses it (never before 6 rounds, the fewest with a 95% interval); the
+    default is :data:`BUDGET_S` on the full CPU bench, none with ``quick`` or on CUDA."""
     from paperstack.bench import compare_speed, median_ci, set_threads
     from paperstack.records import Row
 
@@ -312,8 +327,10 @@ def run_bench(
     shapes = (
         {"tokens": 256, "hidden": 64, "vocab": 1024}
         if quick
-        else {"tokens": 2048, "hidden": 256, "vocab": 32_000}
+        else {"tokens": 1024, "hidden": 256, "vocab": 32_000}
     )
+    if budget_s is None and not quick and device == "cpu":
+        budget_s = BUDGET_S
     ks = (1, 4, 16) if quick else (1, 4, 16, 64)
     repeats = repeats or (6 if quick else 9)
     # One thread on a CPU (a shared machine); on CUDA the host threads hardly matter.
@@ -327,11 +344,12 @@ def run_bench(
     step_cmp = compare_speed(
         {name: t["call"] for name, t in trainers.items()}, baseline="tokenkl", repeats=repeats,
         warmup=1, check=steps_difference, tolerance=0.0, sync=sync, seed=seed,
+        budget_s=budget_s,
     )  # fmt: skip
     systems, check = head_systems(ks, device=device, seed=seed, **shapes)
     head_cmp = compare_speed(systems, baseline="token-logprob", repeats=repeats, warmup=2,
                              check=check, tolerance=PROFILE_TOLERANCE, sync=sync,
-                             seed=seed)  # fmt: skip
+                             seed=seed, budget_s=budget_s)  # fmt: skip
     rows: list[Row] = [*step_cmp.rows(split="step"), *head_cmp.rows(split="head")]
 
     def ratio_row(cmp: Any, system: str, metric: str, split: str, label: str) -> Row:
@@ -368,6 +386,7 @@ def run_bench(
         "activations"
     )
     config = {"steps": steps, "shape": shape, "profile_shapes": shapes, "ks": ks,
-              "repeats": repeats, "threads": threads, "profile_tolerance": PROFILE_TOLERANCE,
+              "repeats": repeats, "budget_s": budget_s, "threads": threads,
+              "profile_tolerance": PROFILE_TOLERANCE,
               "timing": {"step": step_cmp.to_dict(), "head": head_cmp.to_dict()}}  # fmt: skip
     return rows, claims, summary, config

@@ -193,6 +193,11 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=4, help="GRPO steps per timed call")
     add_repeats_argument(p, default=9, quick=6)
     p.add_argument(
+        "--budget-s", type=positive_float, default=None, metavar="S",
+        help="stop each comparison's timed rounds after the round that crosses S seconds "
+        "(never before 6 rounds; default 300 on the full CPU bench, none otherwise)",
+    )  # fmt: skip
+    p.add_argument(
         "--shape",
         default=None,
         help="model for the step timing: a tiny preset (default tiny; micro with --quick) or "
@@ -207,11 +212,15 @@ def bench(run: Run) -> Report:
 
     rows, claims, summary, config = run_bench(
         seed=run.seed, steps=run.args.steps, device=run.device, quick=run.quick,
-        shape=run.args.shape, repeats=run.args.repeats,
+        shape=run.args.shape, repeats=run.args.repeats, budget_s=run.args.budget_s,
     )  # fmt: skip
     intro = (
         "MOSA against token-KL GRPO: each system warmed up, then timed interleaved (shuffled "
-        f"order) in {config['repeats']} rounds; ratios are medians of per-round ratios with "
+        f"order) in {config['timing']['step']['repeats']} rounds (steps) and "
+        f"{config['timing']['head']['repeats']} (heads) of at most {config['repeats']}"
+        + (f", each comparison stopped after the round crossing {config['budget_s']:g} s"
+           if config["budget_s"] else "")
+        + "; ratios are medians of per-round ratios with "
         "order-statistic 95% intervals. Output checks in the same run: equal optimiser steps "
         "and finite losses for the training steps; for the head, the log-probabilities "
         "bit-identical to the baseline's and the profile equal to its unfused definition "
