@@ -3,6 +3,8 @@
 - ``ra2 demo --out DIR``: RA^2 and its baselines (GA, GradDiff, NPO, SimNPO, RMU) unlearn one
   domain of the fact world over several seeds; writes ``DIR/results.json``, ``DIR/report.md``
   and figures. ``--quick``: one seed, a small world, a model trained in the demo.
+  ``--real``: the same comparison on SmolLM2-135M-Instruct, forgetting capitals it knows
+  (:mod:`ra2_unlearn.real`).
 - ``ra2 bench --out DIR``: time and peak memory per unlearning step, RA^2 vs RMU, as ratios,
   in ``DIR/bench.json``.
 - ``ra2 unlearn``: unlearn a model (id or path) from forget/retain data (multiple-choice JSONL
@@ -42,6 +44,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated subset of the systems (default: all; see the README)",
     )
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm: SmolLM2-135M-Instruct forgets the capitals of countries it "
+        "knows (measured first), adjacent = their continent and language, every method "
+        "calibrated to one forget level (hours on a CPU; --quick: a smoke run of every part)",
+    )
 
 
 @cli.demo(
@@ -54,6 +63,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 )
 def demo(run: Run) -> Report:
     """The reproduction on the fact world (see :mod:`ra2_unlearn.demo`)."""
+    if run.args.real:
+        if run.args.methods is not None:
+            raise PaperstackError("--real runs its declared design: no --methods")
+        from ra2_unlearn.real import run_real
+
+        return run_real(run)
     from ra2_unlearn.demo import run_demo
 
     return run_demo(run)

@@ -497,8 +497,11 @@ class _ForgetCheck(TrainerCallback):
     constant learning rate the weights after ``s`` steps are those of a fresh ``s``-step run
     of the same seed, so stopping early is the same as having chosen ``s``."""
 
-    def __init__(self, tok: Any, forget: Sequence[Any], every: int, target: float) -> None:
+    def __init__(self, tok: Any, forget: Sequence[Any], every: int, target: float,
+                 score: Any = None) -> None:  # fmt: skip
         self.tok, self.forget, self.every, self.target = tok, forget, every, target
+        #: ``score(model, tok, examples) -> QAScores`` (default: the fact world's qa_scores).
+        self.score = score if score is not None else qa_scores
         self.checks: list[tuple[int, float]] = []
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
@@ -508,7 +511,7 @@ class _ForgetCheck(TrainerCallback):
         model = kw["model"]
         was_training = model.training
         model.eval()
-        acc = qa_scores(model, self.tok, self.forget).accuracy
+        acc = self.score(model, self.tok, self.forget).accuracy
         model.train(was_training)
         self.checks.append((step, float(acc)))
         if acc <= self.target:
