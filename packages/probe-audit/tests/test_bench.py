@@ -40,13 +40,17 @@ def _own_as_trl(auditor, worlds, targets, reward, config, **_):
 @pytest.fixture
 def no_trl(monkeypatch):
     """trl's trainers replaced, and every shape shrunk: 2 scenarios per domain in the rule game,
-    1 scenario x 2 episodes of 1 turn per step (the full shapes take minutes on a shared CPU)."""
+    1 scenario x 2 episodes of 1 turn of at most 8 auditor tokens per step (the full shapes take
+    minutes on a shared CPU; the auditor's generation is most of a step). What is checked does
+    not depend on the sizes: the same episodes and violations, the same budget, medians of six
+    repeats inside their intervals."""
     monkeypatch.setattr(bench_module, "train_with_trl", _own_as_trl)
     monkeypatch.setattr(bench_module, "_import_trl", lambda: None)
     monkeypatch.setattr(bench_module, "SCENARIOS_PER_DOMAIN", 2)
     tiny = {"scenarios_per_step": 1, "group_size": 2, "max_turns": 1}
     monkeypatch.setattr(bench_module, "STEP_SHAPE", tiny)
     monkeypatch.setattr(bench_module, "TRL_SHAPE", tiny)
+    monkeypatch.setattr(bench_module, "TURN_TOKENS", 8)
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ from probe_audit.errors import ProbeError
 from probe_audit.game import GameConfig, play, target_messages
 from probe_audit.strategies import ScriptedAuditor
 
-STEPS = 60  # enough to learn the forgotten-zip bug (12 of 13 triggering episodes on database 800)
+#: Enough to learn the forgotten-zip bug (email-only lookup): 11 of 13 triggering episodes on
+#: database 800 after 30 steps (60 steps, the earlier size: 12 of 13; 40 steps: 5 of 13).
+STEPS = 30
 
 
 def _retail_state(*turns):

@@ -57,6 +57,9 @@ SCENARIOS_PER_DOMAIN = 32
 #: Module constants so the fast tests can shrink them.
 STEP_SHAPE: dict[str, int] = {"scenarios_per_step": 2, "group_size": 2}
 TRL_SHAPE: dict[str, int] = {"scenarios_per_step": 2, "group_size": 4}
+#: Tokens per auditor turn: ModelAuditor's default (the committed benches' setting); a module
+#: constant, like the shapes, so the fast tests can shrink it.
+TURN_TOKENS = 64
 
 
 def _count_differing(out: Any, ref: Any) -> float:
@@ -166,7 +169,9 @@ def measure(
         built = []
         for _ in range(calls):
             log: dict[str, Any] = {}
-            auditor = ModelAuditor(copy.deepcopy(model), tokenizer, seed=seed)
+            auditor = ModelAuditor(
+                copy.deepcopy(model), tokenizer, seed=seed, max_turn_tokens=TURN_TOKENS
+            )
             trainer = AuditorTrainer(auditor, worlds, targets, _recording(reward, log), step_config)
             built.append((trainer, log))
         pool: Iterator[tuple[Any, dict[str, Any]]] = iter(built)
@@ -199,7 +204,9 @@ def measure(
 
         def own(shape: Any = shape, copies: Any = copies, n: list[int] = judged) -> dict[str, int]:
             start = n[0]
-            auditor = ModelAuditor(next(copies["own"]), tokenizer, seed=seed)
+            auditor = ModelAuditor(
+                next(copies["own"]), tokenizer, seed=seed, max_turn_tokens=TURN_TOKENS
+            )
             trainer = AuditorTrainer(auditor, worlds, targets, counting, shape)
             history = trainer.train()
             return {"steps": len(history), "episodes": n[0] - start}
@@ -208,7 +215,9 @@ def measure(
             shape: Any = shape, copies: Any = copies, n: list[int] = judged
         ) -> dict[str, int]:
             start = n[0]
-            auditor = ModelAuditor(next(copies["trl"]), tokenizer, seed=seed)
+            auditor = ModelAuditor(
+                next(copies["trl"]), tokenizer, seed=seed, max_turn_tokens=TURN_TOKENS
+            )
             out = train_with_trl(auditor, worlds, targets, counting, shape)
             return {"steps": int(out["trainer"].state.global_step), "episodes": n[0] - start}
 
