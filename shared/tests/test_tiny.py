@@ -162,6 +162,7 @@ def test_cache_key_covers_the_code_of_a_package_task(
 
 def test_pretrained_caches_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERSTACK_CACHE", str(tmp_path))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     real_train = tiny.train
 
     def killed(*args: object, **kwargs: object) -> None:
@@ -180,6 +181,8 @@ def test_pretrained_caches_atomically(tmp_path: Path, monkeypatch: pytest.Monkey
     assert entries == [path.name]
     assert (path / "paperstack-tiny.json").is_file()
     assert (path / "config.json").is_file()
+    # the thread count that trained it (it changes the weights) is recorded, not keyed
+    assert tiny.training_record(path)["threads"] == 1  # OMP_NUM_THREADS=1, set above
 
     monkeypatch.setattr(tiny, "train", killed)  # a cache hit must not train again
     model2, _ = tiny.pretrained("micro", ("addition",), steps=3, progress=False)

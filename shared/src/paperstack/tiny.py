@@ -321,13 +321,17 @@ def train(
     num_threads: int | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
-    """Supervised training on a mix of tasks; returns ``{"losses": [...], "seconds": ...}``.
+    """Supervised training on a mix of tasks; returns ``{"losses": [...], "seconds": ...,
+    "threads": ...}``.
 
     Each example is the chat ``user: prompt / assistant: answer``; cross-entropy on the answer
     tokens only. Tasks are mixed in equal proportion. AdamW with linear warmup and cosine
     decay to 10% of ``lr``; gradients clipped at 1. The model trains in place.
     ``num_threads`` defaults to the cores this process may use; ``callback(step, loss)`` runs
     after every step (for learning curves; it may switch the model to eval mode and back).
+    The thread count is returned because it changes the trained weights: CPU kernels split
+    their reductions by thread, so 1 and 2 threads differ in the last bits of a sum, and over
+    hundreds of steps those bits become a different model.
     """
     if steps < 1:
         raise TinyError(f"steps must be >= 1, got {steps}")
@@ -366,6 +370,7 @@ def train(
     start = time.perf_counter()
     names = "+".join(t.name for t in task_objs)
     with _threads(num_threads), Progress(steps, f"training {names}", enabled=progress) as bar:
+        threads = torch.get_num_threads()
         for step in range(steps):
             if cursor + batch_size > len(order):
                 order, cursor = torch.randperm(len(examples), generator=generator), 0
@@ -388,7 +393,8 @@ def train(
                 model.train()
             bar.advance(loss=losses[-1])
     model.eval()
-    return {"losses": losses, "seconds": time.perf_counter() - start, "examples": len(examples)}
+    seconds = time.perf_counter() - start
+    return {"losses": losses, "seconds": seconds, "examples": len(examples), "threads": threads}
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -577,8 +583,8 @@ def pretrained_path(
 
 def training_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """What :func:`pretrained` recorded when it trained the cache entry at ``path``: its key,
-    ``train_seconds``, ``final_loss`` and ``parameters`` (so a report can state the training
-    cost of a model it loaded from the cache)."""
+    ``train_seconds``, ``final_loss``, ``parameters`` and torch's ``threads`` (so a report can
+    state the training cost of a model it loaded from the cache, and a rebuild can match it)."""
     return read_record(path, _MANIFEST, TinyError)
 
 
@@ -626,6 +632,7 @@ def _train_into(
         "key": _cache_key(preset, task_objs, recipe, seed),
         "train_seconds": stats["seconds"],
         "final_loss": stats["losses"][-1],
+        "threads": stats["threads"],  # not in the key: recorded so a rebuild can match it
         "parameters": sum(p.numel() for p in model.parameters()),
         "pid": os.getpid(),
     }
