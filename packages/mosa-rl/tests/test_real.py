@@ -68,6 +68,30 @@ def test_instruction_prompts_keep_the_verifier():
         demo.pose(plain, "fancy")
 
 
+@pytest.mark.parametrize("style", ["oneop", "oneop-example", "oneop-choices"])
+def test_one_operation_prompts_pose_two_number_problems_and_keep_the_verifier(style):
+    config = dataclasses.replace(demo.REAL, n_numbers=2, prompt_style=style)
+    task = demo.countdown(config)
+    plain = task.generate(4, seed=0, split="test")
+    posed = demo.pose(plain, style)
+    for a, b in zip(plain, posed, strict=True):
+        a_, b_ = a.meta["numbers"]
+        assert len(a.meta["numbers"]) == 2
+        assert f"{a_} {b_}" in b.prompt or f"{b_}*{a_}" in b.prompt
+        assert str(a.meta["target"]) in b.prompt
+        assert task.verify(b, f"{a.answer}={a.meta['target']}")
+        assert not task.verify(b, "The answer is " + str(a.meta["target"]))
+    if style == "oneop-choices":
+        with pytest.raises(demo.MosaError, match="two-number"):
+            demo.pose(tasks_countdown3(), style)
+
+
+def tasks_countdown3():
+    from paperstack import tasks
+
+    return tasks.get("countdown").generate(1, seed=0, split="test")
+
+
 def test_unmet_premise_gates_mosa_claims():
     """A premise that does not hold makes every gated claim inconclusive, whatever it measured
     (the measured difference is still recorded)."""

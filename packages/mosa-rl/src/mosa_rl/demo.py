@@ -123,6 +123,9 @@ class DemoConfig:
     #: model was SFT'd on); ``"instruct"`` states the rules and the answer format for a chat
     #: model that has never seen the task.
     prompt_style: str = "plain"
+    #: Countdown's numbers per problem (the core's default 3; 2 makes every target one
+    #: operation away).
+    n_numbers: int = 3
     #: bf16 mixed precision in trl (a GPU; the CPU runs stay fp32).
     bf16: bool = False
     #: Gate MOSA's claims on the two premise claims (``Claim(requires=...)``): verdict
@@ -155,8 +158,14 @@ QUICK = DemoConfig(
 #: forward MOSA); betas matched by KL on validation seed 100 over small grids, as in the toy
 #: demo (token-KL 0.04 is trl's long-standing default, 0.2 five times it; MOSA's beta_M 3 and
 #: 30 bracket the toy demo's choice, since a real vocabulary's profile KL is of another scale).
-#: The budget is sized for a GPU or a free multi-core CPU: about 30 GRPO steps of 4 prompts x
-#: 8 samples per run (measured on the tiny-budget test: see the README).
+#: The budget is sized for a GPU or a free multi-core CPU: 30 GRPO steps of 4 prompts x 16
+#: samples per run. The task was chosen on validation problems only
+#: (``benchmarks/real_probe.py``, 16 problems x 32 samples, 2026-12-06): Countdown-3 and
+#: Countdown-2 with the ``instruct`` prompt at temperature 1 gave the base 0/64 each; two-number
+#: Countdown (every target one operation away) with the short ``oneop`` prompt, 24 new tokens,
+#: pass@1 0.006 / pass@32 0.125 at temperature 1 and 0.014 / 0.25 at 0.7 (4 of 16 problems
+#: solved), so temperature 0.7; at pass@1 ~0.014 a group of 8 has a correct sample 11% of the
+#: time, of 16 20%, so 16 samples per prompt.
 REAL = DemoConfig(
     preset="tiny",
     model="smollm2-135m-instruct",
@@ -164,13 +173,14 @@ REAL = DemoConfig(
     lora_r=16,
     lora_alpha=32,
     forward=False,
-    prompt_style="instruct",
+    prompt_style="oneop",
+    n_numbers=2,
     grpo_steps=30,
     prompts_per_step=4,
-    num_generations=8,
-    max_completion_length=64,
+    num_generations=16,
+    max_completion_length=24,
     learning_rate=1e-4,
-    temperature=1.0,
+    temperature=0.7,
     mosa_top_k=16,
     eval_problems=32,
     eval_samples=32,
@@ -221,6 +231,10 @@ class Job:
 # ----------------------------------------------------------------------------- one run
 
 
+#: Prompt wordings of :func:`pose` ("plain" is the task's own).
+PROMPT_STYLES = ("plain", "instruct", "oneop", "oneop-example", "oneop-choices")
+
+
 def pose(examples: Sequence[Any], style: str) -> list[Any]:
     """The examples in the config's prompt wording (the verifier reads the last line either
     way, so the gold answers and the scoring do not change)."""
@@ -228,18 +242,48 @@ def pose(examples: Sequence[Any], style: str) -> list[Any]:
 
     if style == "plain":
         return list(examples)
-    if style != "instruct":
-        raise MosaError(f"prompt_style={style!r}: must be 'plain' or 'instruct'")
+    if style not in PROMPT_STYLES:
+        raise MosaError(f"prompt_style={style!r}: must be one of {', '.join(PROMPT_STYLES)}")
     out = []
     for e in examples:
         numbers = " ".join(str(x) for x in e.meta["numbers"])
-        text = (
-            f"Use the numbers {numbers}, each exactly once, with + - * / and parentheses to "
-            f"make {e.meta['target']}. Think briefly, then write only the expression on the "
-            "last line, for example (1+2)*3."
-        )
+        target = e.meta["target"]
+        if style == "instruct":
+            text = (
+                f"Use the numbers {numbers}, each exactly once, with + - * / and parentheses "
+                f"to make {target}. Think briefly, then write only the expression on the "
+                "last line, for example (1+2)*3."
+            )
+        elif style == "oneop":
+            text = (
+                f"Combine the numbers {numbers} with + - * / (each number used once) to get "
+                f"{target}. Reply with only the expression and its value."
+            )
+        elif style == "oneop-choices":  # two numbers: the four candidate operations listed
+            if len(e.meta["numbers"]) != 2:
+                raise MosaError("prompt_style='oneop-choices' is for two-number problems")
+            a, b = e.meta["numbers"]  # sorted, so b - a and b / a are the positive ones
+            text = (
+                f"Which of {b}+{a}, {b}-{a}, {b}*{a}, {b}/{a} equals {target}? Reply with only "
+                "that expression and its value."
+            )
+        else:  # "oneop-example": the same with one worked example of the answer's shape
+            text = (
+                "Combine the numbers with + - * / (each number used once) to get the target. "
+                "Reply with only the expression and its value.\n"
+                "Numbers 2 6, target 12: 2*6=12\n"
+                f"Numbers {numbers}, target {target}:"
+            )
         out.append(Example(e.task, text, e.answer, e.meta))
     return out
+
+
+def countdown(config: DemoConfig) -> Any:
+    """The config's Countdown task (the verifier reads each problem's own numbers, so scoring
+    does not depend on ``n_numbers``; generating problems does)."""
+    from paperstack import tasks
+
+    return tasks.get("countdown", n_numbers=config.n_numbers)
 
 
 def base_model_path(config: DemoConfig, progress: bool) -> Path:
@@ -325,11 +369,10 @@ def run_system(
 
     from mosa_rl.evaluation import cut_reward
     from mosa_rl.trainer import MOSATrainer
-    from paperstack import tasks
 
     model, tokenizer = load_base(base)
     model.to(device)
-    task = tasks.get("countdown")
+    task = countdown(config)
     n_prompts = config.grpo_steps * config.prompts_per_step
     train = pose(task.generate(n_prompts, seed=1000 + seed, split="train"), config.prompt_style)
     dataset = task.to_dataset(train, conversational=True)
@@ -366,9 +409,8 @@ def run_system(
 
 def problems(config: DemoConfig, stage: str) -> list[Any]:
     """The problems a stage is scored on: held-out (test split) or validation (train split)."""
-    from paperstack import tasks
 
-    task = tasks.get("countdown")
+    task = countdown(config)
     if stage == "validation":
         n = config.validation_problems
         return pose(
@@ -382,7 +424,6 @@ def problems(config: DemoConfig, stage: str) -> list[Any]:
 def _job(payload: dict[str, Any], job: Job) -> dict[str, Any]:
     """Run one job in a worker: train (unless base) and evaluate; return its log record."""
     from mosa_rl.evaluation import sample_and_score
-    from paperstack import tasks
 
     config: DemoConfig = payload["config"]
     device = payload["device"]
@@ -404,7 +445,7 @@ def _job(payload: dict[str, Any], job: Job) -> dict[str, Any]:
     ev = sample_and_score(
         model,
         tokenizer,
-        tasks.get("countdown"),
+        countdown(config),
         examples,
         n=samples,
         max_new_tokens=config.max_completion_length,
