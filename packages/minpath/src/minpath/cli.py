@@ -54,6 +54,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=None, help="SFT steps per system")
     p.add_argument("--train", type=positive_int, default=None, help="training CoTs per seed")
     p.add_argument("--test", type=positive_int, default=None, help="held-out problems")
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the real-model arm: SmolLM2-135M-Instruct (LoRA, peft) fine-tuned on MinPath vs "
+        "raw traces vs the best baseline (chosen on a validation seed) of the toy arithmetic; "
+        "hours on a CPU (--quick: every part on a tiny budget)",
+    )
 
 
 def _configured(run: Run) -> Any:
@@ -66,8 +73,13 @@ def _configured(run: Run) -> Any:
 
 @cli.demo(arguments=_demo_arguments, seeds=5, quick_seeds=3, model=MODEL_HELP, devices=("cpu",))
 def demo(run: Run) -> Report:
-    """MinPath against raw-trace SFT and five compression baselines (see :mod:`minpath.demo`)."""
+    """MinPath against raw-trace SFT and five compression baselines (see :mod:`minpath.demo`);
+    ``--real``: SmolLM2 fine-tuned on the same traces (:mod:`minpath.real`)."""
     _threads()
+    if run.args.real:
+        from minpath.real import run_real
+
+        return run_real(run)
     from minpath import demo as d
     from paperstack.report import bar_chart
 
