@@ -27,11 +27,11 @@ def test_demo_real_runs_on_a_tiny_budget(tmp_path, monkeypatch):
     from progress_advantage import demo
 
     full = demo.DemoConfig.real()
-    rl = replace(full.lm.rl, prompts_per_step=2, num_generations=2, max_completion_length=24,
+    rl = replace(full.lm.rl, prompts_per_step=2, num_generations=2, max_completion_length=16,
                  train_prompts=8, min_steps=1, max_steps=1, window=1, lora_r=4)  # fmt: skip
     lm = replace(full.lm, rl=rl, n_test=2, n_val=2, n_prm=2, n_objective=2,
                  objective_samples=2, n_candidates=2, mc_trajectories=2, mc_rollouts=2,
-                 max_new_tokens=24)  # fmt: skip
+                 max_new_tokens=16)  # fmt: skip
     mdp = replace(full.mdp, max_iterations=100, groups=10, val_groups=5)
     tiny = replace(full, lm=lm, mdp=mdp, lm_seeds=1)
     monkeypatch.setattr(demo.DemoConfig, "real", classmethod(lambda cls: tiny))

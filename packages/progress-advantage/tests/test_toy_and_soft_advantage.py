@@ -135,3 +135,44 @@ def test_authors_single_vector_merges_reduce_as_documented(micro):
             torch.testing.assert_close(a, b)
     with pytest.raises(ProgressAdvantageError, match="merge method 'slerp'"):
         merged_reference(policy, reference, 0.5, "slerp")
+
+
+def test_real_variants_ask_after_worked_example_turns():
+    """`demo --real`'s task: the worked examples are earlier chat turns, the problem the last
+    user turn, the gold solution passes the verifier, and RLOO's dataset carries the turns."""
+    from progress_advantage.experiment import LMSetup, chat_prompt, lm_task
+    from progress_advantage.toy import REAL_VARIANTS, instructed_task
+
+    task = lm_task(LMSetup(task="one-op-chat"))
+    assert task is REAL_VARIANTS["one-op-chat"]
+    (ex,) = task.generate(1, seed=100, split="test")
+    msgs = chat_prompt(task, ex)
+    assert [m["role"] for m in msgs] == ["user", "assistant"] * 3 + ["user"]
+    assert msgs[-1]["content"] == ex.prompt == f"{ex.meta['expression']}="
+    assert len(ex.meta["steps"]) == 1
+    assert task.verify(ex, ex.answer)
+    assert not task.verify(ex, ex.answer.replace("Answer:", "Answer: 1"))
+    for problem, solution in task.shots:  # the shots solve their own problems
+        shot = task.make([int(problem[0]), problem[1], int(problem[2])])
+        assert shot.answer == solution
+    ds = task.to_dataset([ex], conversational=True)
+    assert ds[0]["prompt"] == msgs
+    assert chat_prompt(toy_task(), ex) == ex.prompt  # the toy keeps one plain user turn
+    with pytest.raises(ValueError, match="unknown instructed task variant"):
+        instructed_task("nope")
+
+
+def test_step_prefixes_keep_the_turns_before_the_completion():
+    shots = [{"role": "user", "content": "2+3="}, {"role": "assistant", "content": "2+3=5"}]
+    prompt = [*shots, {"role": "user", "content": "4+1="}]
+    traj = Trajectory.from_lines(prompt, "4+1=5\nAnswer: 5")
+    prefixes = StepPrefixes([traj])
+    assert len(prefixes) == 3
+    import json
+
+    assert {json.dumps(prompt)} == set(prefixes.prompts)
+    assert prefixes.texts == ["", "4+1=5", "4+1=5\nAnswer: 5"]
+    extra = ({"role": "user", "content": "next"},)  # the steps are no longer in the last turn
+    bad = Trajectory(messages=(*traj.messages, *extra), steps=traj.steps)
+    with pytest.raises(ProgressAdvantageError, match="last assistant turn"):
+        StepPrefixes([bad])

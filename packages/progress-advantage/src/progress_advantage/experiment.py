@@ -173,7 +173,8 @@ class LMSetup:
     max_new_tokens: int = 48
     batch_size: int = 128
     # "toy" (bare "3+4*2=" prompts, for the SFT'd toy reference) or "instructed" (the same
-    # problems with the format spelled out, for a pretrained instruct model: demo --real).
+    # problems with the format spelled out, for a pretrained instruct model), or a name in
+    # toy.REAL_VARIANTS (demo --real: "one-op-chat").
     task: str = "toy"
     # Also estimate the KL-regularised optimum's value per objective prompt from the
     # reference's samples, V*(x) = beta log E_ref exp(r/beta), and the policy's gap to it.
@@ -182,12 +183,14 @@ class LMSetup:
 
 def lm_task(setup: LMSetup) -> Any:
     """The arithmetic task of the LM arm (:attr:`LMSetup.task`)."""
-    from progress_advantage.toy import instructed_task, toy_task
+    from progress_advantage.toy import REAL_VARIANTS, instructed_task, toy_task
 
     if setup.task == "toy":
         return toy_task()
     if setup.task == "instructed":
         return instructed_task()
+    if setup.task in REAL_VARIANTS:
+        return instructed_task(setup.task)
     raise ValueError(f"unknown LM task {setup.task!r}")
 
 
@@ -237,14 +240,21 @@ def reference_model(setup: LMSetup, progress: bool = True) -> tuple[Any, Any]:
     return model, tok
 
 
+def chat_prompt(task: Any, example: Any) -> Any:
+    """The chat messages an example is asked in: the task's own (``InstructedArithmetic``
+    with worked examples as earlier turns), else one user turn holding ``example.prompt``."""
+    messages = getattr(task, "messages", None)
+    return messages(example) if messages is not None else example.prompt
+
+
 def _sample(
-    model: Any, tok: Any, prompts: Sequence[str], n: int, seed: int, setup: LMSetup
+    model: Any, tok: Any, prompts: Sequence[Any], n: int, seed: int, setup: LMSetup
 ) -> list[list[str]]:
     from paperstack.llm import TransformersChat
 
     chat = TransformersChat(model, tok, batch_size=setup.batch_size, name="sampler")
     return chat.generate(
-        [[{"role": "user", "content": p}] for p in prompts],
+        [[{"role": "user", "content": p}] if isinstance(p, str) else p for p in prompts],
         max_new_tokens=setup.max_new_tokens,
         temperature=setup.temperature,
         n=n,
@@ -277,7 +287,7 @@ def _label(task: Any, examples: Sequence[Any], samples: Sequence[Sequence[str]])
             ans = task.final_answer(c)
             answers.append(None if ans is None else str(ans))
             has_steps = any(line.strip() for line in c.split("\n"))
-            trajs.append(Trajectory.from_lines(ex.prompt, c) if has_steps else None)
+            trajs.append(Trajectory.from_lines(chat_prompt(task, ex), c) if has_steps else None)
     return Labelled(trajs, np.array(success, dtype=bool), first, answers, groups)
 
 
@@ -323,7 +333,7 @@ def prepare_mc(reference: Any, tok: Any, setup: LMSetup, seed: int) -> MCData:
     data = _label(
         task,
         examples,
-        _sample(reference, tok, [e.prompt for e in examples], 1, 50_000 + seed, setup),
+        _sample(reference, tok, [chat_prompt(task, e) for e in examples], 1, 50_000 + seed, setup),
     )
     keep = [i for i, t in enumerate(data.trajs) if t is not None]
     trajs = [data.trajs[i] for i in keep]
@@ -415,7 +425,7 @@ def _policy_uses(
 ) -> tuple[Uses, Labelled]:
     """Sample ``N`` candidates per problem from the policy, label, score, evaluate the uses."""
     scorer, merged_scorer, prm = scorers
-    prompts = [e.prompt for e in examples]
+    prompts = [chat_prompt(task, e) for e in examples]
     data = _label(
         task, examples, _sample(policy, tok, prompts, setup.n_candidates, sample_seed, setup)
     )
@@ -461,7 +471,9 @@ def run_lm_seed(
 
     # Headroom, before any RL: does the reference's own confidence already predict success?
     ref_data = _label(
-        task, test_ex, _sample(reference, tok, [e.prompt for e in test_ex], n, seed, setup)
+        task,
+        test_ex,
+        _sample(reference, tok, [chat_prompt(task, e) for e in test_ex], n, seed, setup),
     )
     self_scorer = LogRatioScorer(reference, reference, tok, batch_size=setup.batch_size)
     ref_scored = _score(self_scorer, ref_data.trajs, with_reference=False)
@@ -489,7 +501,12 @@ def run_lm_seed(
         task,
         obj_ex,
         _sample(
-            reference, tok, [e.prompt for e in obj_ex], setup.objective_samples, seed + 3, setup
+            reference,
+            tok,
+            [chat_prompt(task, e) for e in obj_ex],
+            setup.objective_samples,
+            seed + 3,
+            setup,
         ),
     )
     ref_objective = {
@@ -517,7 +534,12 @@ def run_lm_seed(
             task,
             obj_ex,
             _sample(
-                policy, tok, [e.prompt for e in obj_ex], setup.objective_samples, seed + 4, setup
+                policy,
+                tok,
+                [chat_prompt(task, e) for e in obj_ex],
+                setup.objective_samples,
+                seed + 4,
+                setup,
             ),
         )
         obj_scored = _score(scorer, obj.trajs)
@@ -540,7 +562,9 @@ def run_lm_seed(
 
         # A process reward model on the toy's own step labels (policy rollouts, train split).
         prm_data = _label(
-            task, prm_ex, _sample(policy, tok, [e.prompt for e in prm_ex], n, seed + 5, setup)
+            task,
+            prm_ex,
+            _sample(policy, tok, [chat_prompt(task, e) for e in prm_ex], n, seed + 5, setup),
         )
         x, y = _step_labels(prm_data, _score(scorer, prm_data.trajs))
         prm = ProcessRewardModel().fit(x, y) if 0 < y.mean() < 1 else None

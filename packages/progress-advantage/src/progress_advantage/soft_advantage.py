@@ -20,6 +20,7 @@ policy's log-ratio matches ``A*``. ``V̂`` is computed with a log-sum-exp (``exp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,20 +56,26 @@ class StepPrefixes:
 
     def __init__(self, trajectories: Sequence[Trajectory]) -> None:
         self.trajectories = list(trajectories)
-        self.prompts: list[str] = []
+        self.prompts: list[str] = []  # the chat messages before the completion, as JSON
         self.texts: list[str] = []
         self.owner: list[tuple[int, int]] = []  # (trajectory, boundary t)
         for k, traj in enumerate(self.trajectories):
             messages = traj.messages
-            if len(messages) != 2 or any(s.message != 1 for s in traj.steps):
+            last = len(messages) - 1
+            if (
+                last < 1
+                or messages[last]["role"] != "assistant"
+                or any(s.message != last for s in traj.steps)
+            ):
                 raise ProgressAdvantageError(
-                    f"trajectory {traj.id or k}: soft advantages need one user turn and one "
+                    f"trajectory {traj.id or k}: soft advantages need a prompt and a last "
                     "assistant turn holding the steps"
                 )
-            completion = messages[1]["content"]
+            completion = messages[last]["content"]
+            head = json.dumps([dict(m) for m in messages[:last]])
             ends = [0, *(s.end for s in traj.steps)]
             for t, end in enumerate(ends):
-                self.prompts.append(messages[0]["content"])
+                self.prompts.append(head)
                 self.texts.append(completion[:end])
                 self.owner.append((k, t))
 
@@ -102,9 +109,7 @@ def rollout_rewards(
     ensure_chat_template(tokenizer, name="reference")
     chat = TransformersChat(reference, tokenizer, batch_size=batch_size, name="reference")
     heads = {
-        p: tokenizer.apply_chat_template(
-            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
-        )
+        p: tokenizer.apply_chat_template(json.loads(p), add_generation_prompt=True, tokenize=False)
         for p in set(prefixes.prompts)
     }
     prompts = [heads[p] + text for p, text in zip(prefixes.prompts, prefixes.texts, strict=True)]

@@ -48,7 +48,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from paperstack.tasks import Arithmetic, Example
 from paperstack.tasks.arithmetic import _apply
@@ -56,6 +56,7 @@ from paperstack.tasks.base import Split, check_n, in_test_split, split_rng
 
 __all__ = [
     "FLAW_OPERANDS",
+    "REAL_VARIANTS",
     "SFT_STEPS",
     "TOY_MAX_OPERAND",
     "TOY_MAX_OPS",
@@ -95,25 +96,96 @@ INSTRUCTION = (
 )
 
 
+#: Few-shot prompt for one-operation problems (``demo --real`` variants ``one-*``).
+INSTRUCTION_ONE = (
+    "Solve the problem. Write the operation as a line a op b=c, then a line 'Answer: c'.\n"
+    "Problem: 2+3=\n2+3=5\nAnswer: 5\n"
+    "Problem: 4*2=\n4*2=8\nAnswer: 8\n"
+    "Problem: {expression}="
+)
+#: Few-shot prompt for two-addition problems (variant ``two-add``).
+INSTRUCTION_TWO_ADD = (
+    "Solve the problem step by step. Write one addition per line as a+b=c, left to right, "
+    "then a line 'Answer: N'.\n"
+    "Problem: 2+3+4=\n2+3=5\n5+4=9\nAnswer: 9\n"
+    "Problem: 1+5+2=\n1+5=6\n6+2=8\nAnswer: 8\n"
+    "Problem: {expression}="
+)
+
+
+#: Worked examples as chat turns (variants ``*-chat``).
+SHOTS_ONE = (
+    ("2+3=", "2+3=5\nAnswer: 5"),
+    ("4*2=", "4*2=8\nAnswer: 8"),
+    ("6-1=", "6-1=5\nAnswer: 5"),
+)
+SHOTS_TWO_ADD = (
+    ("2+3+4=", "2+3=5\n5+4=9\nAnswer: 9"),
+    ("1+5+2=", "1+5=6\n6+2=8\nAnswer: 8"),
+    ("4+1+3=", "4+1=5\n5+3=8\nAnswer: 8"),
+)
+
+
 @dataclass(frozen=True)
 class InstructedArithmetic(Arithmetic):
-    """The toy's problems (two operations over 1..6) with :data:`INSTRUCTION` as the prompt,
-    for a pretrained instruct model used as the reference with no SFT (``demo --real``)."""
+    """The toy's problems with an instruction as the prompt, for a pretrained instruct model
+    used as the reference with no SFT (``demo --real``); :data:`REAL_VARIANTS` names the
+    sizes and prompts measured on SmolLM2 on validation problems."""
 
     name: ClassVar[str] = "instructed-arithmetic"
     min_ops: int = TOY_MIN_OPS
     max_ops: int = TOY_MAX_OPS
     max_operand: int = TOY_MAX_OPERAND
+    instruction: str = INSTRUCTION
+    #: Worked examples given as earlier chat turns (user: problem, assistant: solution)
+    #: before the problem, where an instruction in one message is not followed.
+    shots: tuple[tuple[str, str], ...] = ()
+
+    def messages(self, example: Example) -> list[dict[str, str]]:
+        """The chat prompt of ``example``: the worked examples as turns, then the problem."""
+        turns: list[dict[str, str]] = []
+        for problem, solution in self.shots:
+            turns += [{"role": "user", "content": problem}]
+            turns += [{"role": "assistant", "content": solution}]
+        return [*turns, {"role": "user", "content": example.prompt}]
+
+    def to_dataset(self, examples: Sequence[Example], conversational: bool = False) -> Any:
+        """As ``Arithmetic.to_dataset``; conversational prompts carry the worked-example turns
+        (what RLOO samples from)."""
+        ds = super().to_dataset(examples, conversational=conversational)
+        if conversational and self.shots:
+            ds = ds.remove_columns("prompt").add_column(
+                "prompt", [self.messages(e) for e in examples]
+            )
+        return ds
 
     def make(self, tokens: Sequence[int | str]) -> Example:
         gold = super().make(tokens)
-        prompt = INSTRUCTION.format(expression=gold.meta["expression"])
+        prompt = self.instruction.format(expression=gold.meta["expression"])
         return Example(self.name, prompt, gold.answer, gold.meta)
 
 
-def instructed_task() -> Arithmetic:
-    """The real-model arm's task (:class:`InstructedArithmetic`)."""
-    return InstructedArithmetic()
+#: Task variants for ``demo --real`` (name -> task), measured on SmolLM2-135M-Instruct at
+#: temperature 1 on validation problems by ``benchmarks/real_task_probe.py``.
+REAL_VARIANTS: dict[str, InstructedArithmetic] = {
+    "two-op": InstructedArithmetic(),
+    "one-op": InstructedArithmetic(min_ops=1, max_ops=1, instruction=INSTRUCTION_ONE),
+    "one-add": InstructedArithmetic(min_ops=1, max_ops=1, ops="+", instruction=INSTRUCTION_ONE),
+    "two-add": InstructedArithmetic(ops="+", instruction=INSTRUCTION_TWO_ADD),
+    "one-op-chat": InstructedArithmetic(
+        min_ops=1, max_ops=1, instruction="{expression}=", shots=SHOTS_ONE
+    ),
+    "two-add-chat": InstructedArithmetic(ops="+", instruction="{expression}=", shots=SHOTS_TWO_ADD),
+}
+
+
+def instructed_task(variant: str = "two-op") -> Arithmetic:
+    """The real-model arm's task: the :data:`REAL_VARIANTS` entry ``variant``."""
+    if variant not in REAL_VARIANTS:
+        raise ValueError(
+            f"unknown instructed task variant {variant!r}; known: {list(REAL_VARIANTS)}"
+        )
+    return REAL_VARIANTS[variant]
 
 
 def is_flaw_site(a: int, op: str, b: int) -> bool:
