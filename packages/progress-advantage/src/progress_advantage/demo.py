@@ -128,7 +128,7 @@ class DemoConfig:
             max_completion_length=16,
             train_prompts=128,
             min_steps=10,
-            max_steps=20,
+            max_steps=15,
             window=5,
             lora_r=16,
         )
