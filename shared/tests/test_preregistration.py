@@ -261,6 +261,13 @@ def test_design_history_parses_the_section_and_refuses_typos() -> None:
         pre.design_history(bad)
     none = pre.history_section([], "demo")
     assert "No change of design" in none
+    # a variant's table names its own entries: listed in its report, not in the toy demo's
+    real = pre.design_history(CHANGELOG + "- 2026-12-06 demo --real: task: easier problems\n")
+    assert (real[-1].command, real[-1].kind) == ("demo --real", "task")
+    assert "easier problems" in pre.history_section(real, "demo --real")
+    assert "easier problems" not in pre.history_section(real, "demo")
+    with pytest.raises(pre.PreregistrationError, match="kind one of"):
+        pre.design_history(CHANGELOG + "- 2026-12-06 demo -real: task: a typo in the flag\n")
     assert "not available" in pre.history_section(None, "demo")
 
 
@@ -401,3 +408,18 @@ def test_a_declaration_broken_at_the_revision_falls_back_to_the_embedded_one(
         said
         == "claims match the declaration it embeds (the file at its revision is not valid TOML)"
     )
+
+
+def test_a_variant_run_reads_the_history_of_its_table() -> None:
+    """``paperstack collect`` lists a `demo --real` run's own design history, not the toy's."""
+    from types import SimpleNamespace
+
+    from paperstack.report import _command_of
+
+    def run(pre_reg: dict[str, object] | None) -> object:
+        manifest = SimpleNamespace(preregistration=pre_reg, command=["prog", "demo", "--real"])
+        return SimpleNamespace(manifest=manifest)
+
+    assert _command_of(run({"command": "demo", "table": "demo --real"})) == "demo --real"
+    assert _command_of(run({"command": "demo", "table": "demo"})) == "demo"
+    assert _command_of(run(None)) == "demo"

@@ -383,7 +383,9 @@ class ContractCLI:
         # and the design history its report lists (a malformed declaration or CHANGELOG entry
         # stops here, not after an hour of training).
         declared = preregistration.fingerprint(spec.func, spec.name, vars(args))
-        history = preregistration.history_for(spec.func, spec.name)
+        # The design history of the table this run is bound to (``demo --real`` for a variant).
+        table = declared["table"] if declared is not None else spec.name
+        history = preregistration.history_for(spec.func, table)
         with output_dir(args.out) as out:
             run = Run(
                 prog=self.prog,

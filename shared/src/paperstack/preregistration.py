@@ -26,9 +26,12 @@ Seeds differing from the declared ones are a user's own run, reported, not refus
 Design history: a package's CHANGELOG.md carries a section ``## Design history`` of lines::
 
     - 2026-12-05 demo: seeds: moved to 3-7 after seeds 0-2 were seen (exploratory)
+    - 2026-12-06 demo --real: task: one-operation problems (validation seed 100)
 
 (date, command, kind, text), one per change of design, seed set, margin, claim, statistic,
-task or budget made after an earlier run of that command. :func:`design_history` parses it and
+task or budget made after an earlier run of that command. The command is the declaration's
+table: ``demo`` for the toy demo, ``demo --real`` for its real-model variant, so a change to
+one arm is listed in that arm's report only. :func:`design_history` parses it and
 every report.md lists the entries for its command, so the report alone tells a reader what was
 decided after looking.
 """
@@ -445,7 +448,8 @@ def check(results: Any, where: Path) -> str:
 # -- design history ----------------------------------------------------------------------------
 
 _LINE = re.compile(
-    r"^- (?P<date>\d{4}-\d{2}-\d{2}) (?P<command>[\w-]+): (?P<kind>[a-z]+): (?P<text>.+)$"
+    r"^- (?P<date>\d{4}-\d{2}-\d{2}) (?P<command>[\w-]+(?: --[\w-]+)*): (?P<kind>[a-z]+): "
+    r"(?P<text>.+)$"
 )
 
 
@@ -464,7 +468,8 @@ def design_history(changelog: str, source: str = "CHANGELOG.md") -> list[Change]
 
     Continuation lines (indented) join the entry above; a line that starts with ``- `` but does
     not read ``- YYYY-MM-DD command: kind: text`` with a known kind is an error naming it, so a
-    typo cannot drop a change from every report silently."""
+    typo cannot drop a change from every report silently. ``command`` may carry flags that
+    name a declaration table (``demo --real``)."""
     lines = changelog.splitlines()
     try:
         start = next(i for i, s in enumerate(lines) if s.strip().lower() == "## design history")

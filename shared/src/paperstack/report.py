@@ -239,11 +239,12 @@ def _replace_section(text: str, heading: str, body: str) -> str:
 
 
 def _command_of(res: Results) -> str | None:
-    """The command a results file came from: its declaration's, else the token after the
-    program in the recorded command line (``demo``, ``bench``, ``vllm-sweep``)."""
+    """The command a results file came from, as its design history names it: its declaration's
+    table (``demo``, or ``demo --real`` for a variant), else the token after the program in
+    the recorded command line (``demo``, ``bench``, ``vllm-sweep``)."""
     m = res.manifest
     if m.preregistration:
-        return str(m.preregistration["command"])
+        return str(m.preregistration.get("table") or m.preregistration["command"])
     argv = m.command
     if len(argv) > 1 and not argv[1].startswith("-"):
         return argv[1]
