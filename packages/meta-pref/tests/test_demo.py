@@ -54,7 +54,8 @@ def test_demo_quick_writes_the_issues_claims_from_per_seed_rows(quick_run):
     assert not [r for r in results.rows if r.system == "meta" and r.split == "far/1000"]
     assert results.row("zero-shot", "rm_accuracy", "near/0").seeds
     assert results.row("meta-joint", "rm_accuracy_gap", "near/1000").seeds
-    # head to head: one paired item per (seed, prompt), the claim judged on them against 0.5
+    # head to head: one paired item per (seed, prompt), pooled in a reported row; the claim is
+    # judged on one win rate per training seed against 0.5
     for target in ("near", "far"):
         h2h = results.row("meta-vs-joint", "dpo_h2h_winrate", f"{target}/100")
         assert len(h2h.items) == 2 * 100
@@ -62,9 +63,11 @@ def test_demo_quick_writes_the_issues_claims_from_per_seed_rows(quick_run):
         assert {k.split("/")[0] for k in h2h.items} == {"s0", "s1"}
         per_seed = results.row("meta-vs-joint", "dpo_h2h_winrate_per_seed", f"{target}/100")
         assert per_seed.value == pytest.approx(h2h.value)
+        assert sorted(per_seed.seeds) == ["0", "1"]
     claim = next(c for c in results.claims if c.id == "meta_dpo_beats_joint_head_to_head_at_100")
     assert claim.rhs == 0.5
-    assert claim.n == 200
+    assert claim.lhs.metric == "dpo_h2h_winrate_per_seed"
+    assert (claim.method, claim.n) == ("t", 2)  # the quick run's 2 seeds, not its 200 items
     report = (quick_run / "report.md").read_text()
     assert report.startswith("# meta-pref")
     assert "smoke run" in report
