@@ -5,6 +5,9 @@ from minpath.cli import main
 
 from paperstack.records import load_results
 
+# the tests here fine-tune in this process: see conftest.frozen_heap
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 
 def _claim(results, cid):
     return next(c for c in results.claims if c.id == cid)

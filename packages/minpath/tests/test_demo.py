@@ -6,6 +6,9 @@ from minpath.cli import main
 
 from paperstack.records import load_results
 
+# the tests here fine-tune in this process: see conftest.frozen_heap
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 CLAIMS = {
     "premise_raw_model_solves_task",
     "minpath_cuts_30pct",

@@ -5,6 +5,9 @@ import torch
 from minpath import MinPathError, SFTSettings, generate, sft, verbose_traces
 from minpath.finetune import sft_dataset
 
+# the tests here fine-tune in this process: see conftest.frozen_heap
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 TRACES = verbose_traces(16, seed=0)
 PAIRS = [(t.question, t.cot) for t in TRACES]
 SETTINGS = SFTSettings(steps=2, batch_size=4, learning_rate=1e-2, logging_steps=1)

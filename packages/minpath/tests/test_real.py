@@ -66,6 +66,7 @@ def _check(out, seeds):
     return results
 
 
+@pytest.mark.usefixtures("frozen_heap")  # fine-tunes in this process: see conftest
 @pytest.mark.slow  # 46 s on the loaded 2-core CPU (seven 2-step LoRA fine-tunes)
 def test_real_quick_runs_every_part_on_a_zoo_llama(tmp_path):
     """The whole arm (base, validation choice, LoRA fine-tunes, rows, claims) on the zoo's
@@ -80,6 +81,7 @@ def test_real_quick_runs_every_part_on_a_zoo_llama(tmp_path):
     _check(out, [0])
 
 
+@pytest.mark.usefixtures("frozen_heap")
 @pytest.mark.slow
 def test_real_quick_on_smollm2(tmp_path):
     pytest.importorskip("peft")

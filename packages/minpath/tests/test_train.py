@@ -9,6 +9,9 @@ from minpath.cli import main
 from minpath.natural import load_natural
 from test_demo import _one_line_error
 
+# the tests here fine-tune in this process: see conftest.frozen_heap
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 
 @pytest.fixture
 def user_jsonl(tmp_path):

@@ -134,8 +134,10 @@ class DemoConfig:
 
 
 #: --quick: the micro model after a few dozen base steps, a few SFT steps: measures nothing.
+#: (max_new_tokens 16, was 32: the micro model never stops, so every free answer is cut at the
+#: limit either way; the budgeted decodes are unchanged)
 QUICK = DemoConfig(preset="micro", base_steps=30, reasoner_steps=3, reasoner_traces=32,
-                   train=32, test=12, steps=3, batch_size=8, max_new_tokens=32,
+                   train=32, test=12, steps=3, batch_size=8, max_new_tokens=16,
                    curve_ratios=CLAIM_RATIOS[:1])  # fmt: skip
 
 
