@@ -115,6 +115,13 @@ def _guard(session: nox.Session) -> None:
         session.env["PIP_FIND_LINKS"] = _FIND_LINKS.replace(",", " ")
     session.env.setdefault("MPLBACKEND", "Agg")
     session.env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # uv installs without compiling bytecode, and a machine that exports
+    # PYTHONDONTWRITEBYTECODE=1 (this one does) then recompiles torch, transformers and trl
+    # from source in every process: `from trl import GRPOTrainer` took 15-16 s of CPU each
+    # time, 5-6 s once the first process had written its .pyc files. Empty means unset to
+    # Python, so the venv's first import writes them and every later process (the test
+    # suites' CLI subprocesses, `accelerate launch` workers) reuses them.
+    session.env["PYTHONDONTWRITEBYTECODE"] = ""
 
 
 def _install(session: nox.Session, *args: str) -> None:
