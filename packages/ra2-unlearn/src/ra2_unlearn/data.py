@@ -10,6 +10,25 @@ three domains. :func:`fact_splits` picks *forget entities* and a *forget domain*
 - ``retain``: every fact about the remaining entities, split by entity into ``retain``
   (seen by the retain loss and the anchor bank) and ``retain_eval`` (never seen during
   unlearning: the retain accuracy the demo reports).
+
+``adjacency`` names what counts as forget-adjacent (:data:`ADJACENCY`):
+
+- ``"entity"`` (the default, 0.3's design): the forget entities' *other* domains, as above.
+  The toy's model reads text one character at a time, so an entity is a string of the same
+  14 onsets and 5 vowels every entity uses, while the forget domain's attribute words
+  (``element``, ``planet``) and its closed value sets appear in no other domain. The
+  hypothesis the validation probe (``benchmarks/adjacent_premise_probe.py``) tests: gradient
+  ascent on ``"What is the element of Bakizo?" -> "neon"`` moves what the forget domain's
+  prompts and values use, which ``"What is the city of Bakizo?"`` does not use any more than
+  ``"... of Rogu?"`` does, so the damage lands on the forget domain of *every* entity (a
+  third of ``retain_eval``), not on the forget entities' other domains;
+- ``"relation"``: the forget domain asked about the *retain-eval* entities (never seen during
+  unlearning): the same attribute words in the prompt and the same value vocabulary in the
+  answer as the forget facts, only the entity differs (WMDP's "general biology" next to the
+  hazardous one). ``retain_eval`` then holds those entities' other domains only, so retain
+  facts share neither entity nor relation with the forget facts. ``forget``, ``retain`` and
+  ``holdout`` are the same as under ``"entity"``: the unlearning runs are identical, only the
+  evaluation is partitioned differently.
 """
 
 from __future__ import annotations
@@ -31,6 +50,7 @@ from paperstack.tasks.facts import TRAIN_TEMPLATES, Fact
 from ra2_unlearn.errors import UnlearnError
 
 __all__ = [
+    "ADJACENCY",
     "Encoded",
     "FactSplits",
     "FactWorldWithout",
@@ -42,6 +62,10 @@ __all__ = [
     "load_mc_jsonl",
     "load_text_corpus",
 ]
+
+
+#: The forget-adjacent sets :func:`fact_splits` can build (see the module doc).
+ADJACENCY: tuple[str, ...] = ("entity", "relation")
 
 
 @dataclass(frozen=True)
@@ -222,14 +246,19 @@ def fact_splits(
     n_retain_train: int | None = None,
     split_seed: int = 0,
     n_holdout: int = 0,
+    adjacency: str = "entity",
 ) -> FactSplits:
     """Split ``world`` by entity into forget / retain-train / retain-eval (see module doc).
 
     Entities are assigned by a seeded shuffle independent of the world; the remaining
     entities after the forget ones are halved between retain-train and retain-eval unless
     ``n_retain_train`` says otherwise. ``n_holdout`` entities beyond the world give the
-    never-trained questions of :attr:`FactSplits.holdout`.
+    never-trained questions of :attr:`FactSplits.holdout`. ``adjacency``: ``"entity"`` (the
+    forget entities' other domains) or ``"relation"`` (the forget domain of the retain-eval
+    entities; ``retain_eval`` keeps their other domains), see the module doc.
     """
+    if adjacency not in ADJACENCY:
+        raise UnlearnError(f"adjacency {adjacency!r}: not one of {', '.join(ADJACENCY)}")
     if forget_domain not in DOMAINS:
         raise UnlearnError(f"forget_domain {forget_domain!r}: not one of {', '.join(DOMAINS)}")
     entities = list(world.entities)
@@ -242,14 +271,20 @@ def fact_splits(
         raise UnlearnError(f"n_retain_train {n_rt}: need 1..{len(rest) - 1}")
     forget_e = entities[:n_forget]
     others = [d for d in DOMAINS if d != forget_domain]
+    if adjacency == "entity":
+        adjacent = _questions(world, forget_e, others)
+        retain_eval = _questions(world, rest[n_rt:], list(DOMAINS))
+    else:
+        adjacent = _questions(world, rest[n_rt:], [forget_domain])
+        retain_eval = _questions(world, rest[n_rt:], others)
     return FactSplits(
         world=world,
         forget_domain=forget_domain,
         forget_entities=tuple(forget_e),
         forget=_questions(world, forget_e, [forget_domain]),
-        adjacent=_questions(world, forget_e, others),
+        adjacent=adjacent,
         retain=_questions(world, rest[:n_rt], list(DOMAINS)),
-        retain_eval=_questions(world, rest[n_rt:], list(DOMAINS)),
+        retain_eval=retain_eval,
         holdout=_holdout(world, forget_domain, n_holdout),
     )
 

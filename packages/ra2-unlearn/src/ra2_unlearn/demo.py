@@ -114,6 +114,11 @@ class DemoSettings:
     #: Entities beyond the world (never trained): the non-members of the MIA attacks.
     n_holdout: int = 12
     forget_domain: str = "science"
+    #: What the adjacent set is (:data:`ra2_unlearn.data.ADJACENCY`): ``"entity"`` (0.3's:
+    #: the forget entities' other domains) or ``"relation"`` (the forget domain of entities
+    #: never unlearned; retain = their other domains). The default stays ``"entity"`` until
+    #: the validation probe supports a change.
+    adjacency: str = "entity"
     #: The step budget of every unlearning run (calibration stops earlier at the level).
     steps: int = 80
     batch_size: int = 16
@@ -272,8 +277,12 @@ def evaluate_system(
         if reference is not None and reference.auc_min_k:
             leak = (out["mia_auc_min_k"][0] - reference.auc_min_k) / reference.auc_min_k
             out["privleak"] = (leak, len(splits.forget))
-    others_e = [e for e in splits.retain + splits.retain_eval
-                if e.meta["domain"] == splits.forget_domain]  # fmt: skip
+    # The forget domain of the other entities (under adjacency "relation" the retain-eval
+    # entities' forget-domain facts are the adjacent set; under "entity" none are there).
+    gone = set(splits.forget_entities)
+    others_e = [e for e in splits.retain + splits.retain_eval + splits.adjacent
+                if e.meta["domain"] == splits.forget_domain
+                and e.meta["entity"] not in gone]  # fmt: skip
     layer = settings.layer if settings.layer is not None else default_layer(model)
     probe = value_probe(model, tok, others_e, splits.forget, layer, seed)
     control = value_probe(model, tok, others_e, splits.forget, layer, seed, control=True)
@@ -603,7 +612,8 @@ def run_demo(run: Run) -> Report:
     torch.manual_seed(0)
     started = time.perf_counter()
     splits = fact_splits(_world(settings), settings.forget_domain, settings.n_forget,
-                         n_holdout=settings.n_holdout)  # fmt: skip
+                         n_holdout=settings.n_holdout,
+                         adjacency=settings.adjacency)  # fmt: skip
     model, tok, retain_model, source = base_models(settings, splits, run.model,
                                                    run.show_progress, run.device)  # fmt: skip
     if settings.layer is None:  # from the model's depth: a user's 2- or 30-layer model fits
@@ -702,8 +712,15 @@ def _intro(settings: DemoSettings, facts: dict[str, Any],
     )
     return (
         f"Fact world of {settings.n_entities} entities; forget = the `{settings.forget_domain}` "
-        f"domain of {settings.n_forget} entities; adjacent = their other domains; retain "
-        "accuracy on entities never seen during unlearning; MIA non-members = the same domain "
+        f"domain of {settings.n_forget} entities; "
+        + (
+            "adjacent = their other domains; retain accuracy on entities never seen during "
+            "unlearning; "
+            if settings.adjacency == "entity"
+            else "adjacent = the same domain of entities never seen during unlearning; retain "
+            "accuracy on those entities' other domains; "
+        )
+        + "MIA non-members = the same domain "
         f"of {settings.n_holdout} entities never trained on. Every method trains with batch "
         f"{settings.batch_size} (forget + retain halves) for at most {settings.steps} steps; "
         f"RMU and RA^2 act on layer {layer} (the model's middle layer) and train the MLP output "
