@@ -437,3 +437,32 @@ def test_output_dir_removes_only_an_empty_folder_it_created(tmp_path: Path) -> N
     with pytest.raises(RuntimeError):
         run(existing, RuntimeError("x"))
     assert existing.is_dir()  # the user's folder is not ours to remove
+
+
+def test_the_cpu_identity_is_read_from_the_first_cpu(tmp_path: Path) -> None:
+    from paperstack.records import _cpu_identity
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: sse2 avx2 fma\n\n"
+        "processor\t: 1\nmodel name\t: Other CPU\nflags\t\t: sse2\n"
+    )
+    got = _cpu_identity(info)
+    assert got["cpu_model"] == "AMD EPYC"
+    # The flags' order does not matter; a different set gives a different digest.
+    same = tmp_path / "same"
+    same.write_text("model name: AMD EPYC\nflags: fma sse2 avx2\n")
+    other = tmp_path / "other"
+    other.write_text("model name: AMD EPYC\nflags: fma sse2\n")
+    assert _cpu_identity(same)["cpu_flags"] == got["cpu_flags"]
+    assert _cpu_identity(other)["cpu_flags"] != got["cpu_flags"]
+    assert len(got["cpu_flags"]) == 12
+    assert _cpu_identity(tmp_path / "missing") == {}
+
+
+def test_a_manifest_on_linux_names_its_cpu() -> None:
+    if not Path("/proc/cpuinfo").is_file():
+        pytest.skip("no /proc/cpuinfo on this platform")
+    m = Manifest.collect("pkg", "1.2.3").finish()
+    assert m.host["cpu_model"]
+    assert re.fullmatch(r"[0-9a-f]{12}", m.host["cpu_flags"])

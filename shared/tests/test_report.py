@@ -72,6 +72,9 @@ def test_report_and_figure(tmp_path: Path) -> None:
     assert text.startswith("# Toy\n")
     assert "![acc](acc.png)" in text
     assert "- seed: 0" in text
+    model = res.manifest.host.get("cpu_model")
+    if model:  # Linux: the host line names the CPU the numbers came from
+        assert f"CPUs ({model}, flags {res.manifest.host['cpu_flags']})" in text
 
 
 def test_the_run_section_says_when_the_cores_were_shared() -> None:

@@ -1275,6 +1275,35 @@ def revision_known(revision: str, where: str | os.PathLike[str] = ".") -> bool |
     return found.returncode == 0
 
 
+def _cpu_identity(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> dict[str, str]:
+    """``cpu_model`` and ``cpu_flags`` (the first 12 hex digits of the sha256 of the sorted
+    instruction-set flags) of the first CPU, where Linux tells; ``{}`` elsewhere.
+
+    Seeded CPU runs are bit-reproducible on one machine, not across machines: the same commit,
+    seed, thread count and library versions gave progress-advantage's numpy MDP arm and
+    meta-pref's torch training different numbers on two machines (0.3, 2026-12-06). With the
+    CPU recorded, two reports that disagree say whether they ran on the same kind of CPU."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 16)
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            if out:  # the end of the first CPU's block
+                break
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "model name" and "cpu_model" not in out:
+            out["cpu_model"] = value
+        elif key == "flags" and "cpu_flags" not in out:
+            flags = " ".join(sorted(value.split()))
+            out["cpu_flags"] = hashlib.sha256(flags.encode()).hexdigest()[:12]
+    return out
+
+
 def _host() -> dict[str, Any]:
     host: dict[str, Any] = {
         "python": platform.python_version(),
@@ -1286,6 +1315,7 @@ def _host() -> dict[str, Any]:
         # Timed comparisons (time-limited solvers, throughput) depend on what else ran: a
         # reader must see that a run shared its cores (load average over 1, 5, 15 minutes).
         host["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+    host.update(_cpu_identity())
     torch = sys.modules.get("torch")  # only report CUDA if the run already imported torch
     if torch is not None:
         try:

@@ -157,6 +157,7 @@ def write_report(
         f"- git revision: {m.git_revision or 'unknown'}",
         f"- started: {m.started}" + (f", finished: {m.finished}" if m.finished else ""),
         f"- host: {m.host.get('platform', '?')}, {m.host.get('cpus', '?')} CPUs"
+        + _cpu_text(m.host)
         + (f", {m.host['cuda_device']}" if "cuda_device" in m.host else "")
         + _load_text(m.host),
         f"- libraries: {libs}",
@@ -165,6 +166,14 @@ def write_report(
         run.append("- command: `" + " ".join(m.command) + "`")
     parts.append("\n".join(run) + "\n")
     return atomic_write(out / name, "\n".join(parts))
+
+
+def _cpu_text(host: dict[str, object]) -> str:
+    """`` (AMD EPYC, flags 3f2a...)``: which CPU the numbers came from (manifests from 0.3 on;
+    seeded CPU runs are bit-reproducible on one machine, not across machines)."""
+    if "cpu_model" not in host:
+        return ""
+    return f" ({host['cpu_model']}, flags {host.get('cpu_flags', '?')})"
 
 
 def _load_text(host: dict[str, object]) -> str:
