@@ -96,6 +96,10 @@ def toy_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "declare")
     monkeypatch.chdir(repo)
     monkeypatch.syspath_prepend(str(repo / "src"))
+    # The tests rewrite cli.py between runs, often within the same second and at the same
+    # size ("margin=0.2" -> "margin=0.0"): a .pyc written by the first import would pass
+    # Python's mtime-and-size check and run the old source (the nox sessions write bytecode).
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     for name in [m for m in sys.modules if m.startswith("toyprereg")]:
         del sys.modules[name]
     return repo
