@@ -125,3 +125,22 @@ def test_impossible_optimiser_numbers_are_named(micro, splits, kwargs, match):
     with pytest.raises(UnlearnError, match=match):
         unlearn(model, tok, splits.forget, splits.retain, UnlearnConfig(layer=1), steps=1,
                 **kwargs)  # fmt: skip
+
+
+def test_unlearn_leaves_no_temporary_trainer_folder(micro, splits, tmp_path, monkeypatch):
+    """Without ``output_dir`` the trainer's folder is a temporary one, removed after training
+    (the demo's calibration makes hundreds of runs: they used to leave as many ``ra2-*`` folders
+    in /tmp); a caller's ``output_dir`` is kept."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    model, tok = micro
+    cfg = UnlearnConfig(method="ga")
+    unlearn(copy.deepcopy(model), tok, splits.forget, splits.retain, cfg, steps=1, lr=1e-3)
+    assert list(scratch.iterdir()) == []
+    kept = tmp_path / "kept"
+    unlearn(copy.deepcopy(model), tok, splits.forget, splits.retain, cfg, steps=1, lr=1e-3,
+            output_dir=str(kept))  # fmt: skip
+    assert kept.is_dir()

@@ -441,23 +441,29 @@ def unlearn(
     if lora_r is not None:
         model = _with_lora(model, config, lora_r)
     args = training_arguments(steps, lr, batch_size, seed, device, output_dir)
-    trainer = UnlearnTrainer(
-        model,
-        ref,
-        config,
-        args,
-        dataset,
-        ForgetRetainCollator(int(tokenizer.pad_token_id or 0)),
-        anchors=anchors,
-    )
-    trainer.remove_callback(PrinterCallback)  # the demo prints its own lines
-    trainer.remove_callback(ProgressCallback)
-    start = time.perf_counter()
-    with Progress(steps, f"unlearning ({config.method})", enabled=progress) as bar:
-        trainer.add_callback(_Progress(bar))
-        for callback in callbacks:
-            trainer.add_callback(callback)
-        trainer.train()
+    try:
+        trainer = UnlearnTrainer(
+            model,
+            ref,
+            config,
+            args,
+            dataset,
+            ForgetRetainCollator(int(tokenizer.pad_token_id or 0)),
+            anchors=anchors,
+        )
+        trainer.remove_callback(PrinterCallback)  # the demo prints its own lines
+        trainer.remove_callback(ProgressCallback)
+        start = time.perf_counter()
+        with Progress(steps, f"unlearning ({config.method})", enabled=progress) as bar:
+            trainer.add_callback(_Progress(bar))
+            for callback in callbacks:
+                trainer.add_callback(callback)
+            trainer.train()
+    finally:
+        if output_dir is None and args.output_dir:
+            # The trainer's folder was our temporary one (nothing is saved there:
+            # save_strategy "no"); the demo's calibration alone makes hundreds of runs.
+            shutil.rmtree(args.output_dir, ignore_errors=True)
     trained: Any = trainer.model
     if lora_r is not None:
         trained = trained.merge_and_unload()
