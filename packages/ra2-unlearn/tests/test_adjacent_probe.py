@@ -93,3 +93,17 @@ def test_probe_smoke_measures_both_variants_on_one_unlearning_run(knowing):
     assert all(c["verdict"] in {"held", "not_held", "inconclusive"} for c in claims.values())
     assert out["calibration"]["ga"]["strength"]["steps"] <= 3
     assert "| premise_relation |" in mod.markdown(out)
+
+
+def test_demo_adjacency_defaults_to_relation_and_the_flag_selects_entity():
+    from types import SimpleNamespace
+
+    from ra2_unlearn.demo import FULL, settings_for
+
+    def run(adjacency):
+        args = SimpleNamespace(steps=None, methods=None, adjacency=adjacency)
+        return SimpleNamespace(quick=False, seeds=[0, 1, 2], args=args)
+
+    assert FULL.adjacency == "relation"
+    assert settings_for(run(None)).adjacency == "relation"
+    assert settings_for(run("entity")).adjacency == "entity"

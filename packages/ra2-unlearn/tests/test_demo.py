@@ -55,9 +55,10 @@ def test_demo_writes_rows_and_claims_from_rows(tmp_path, micro_demo, capsys):
     # and each reported run used the (lr, steps) its system was calibrated to.
     val = [r for r in sweep if r["phase"] == "validation"]
     assert all(r["checks"] and r["checks"][-1][1] == r["forget_acc"] for r in val)
-    strength = json.loads((tmp_path / "results.json").read_text())["manifest"]["config"]["run"][
-        "strength"
-    ]
+    config = json.loads((tmp_path / "results.json").read_text())["manifest"]["config"]
+    # The default adjacent set is the forgotten domain of never-unlearned entities (relation).
+    assert config["settings"]["adjacency"] == "relation"
+    strength = config["run"]["strength"]
     for r in sweep:
         if r["phase"] == "reported":
             assert (r["lr"], r["steps"]) == (strength[r["system"]]["lr"],

@@ -130,6 +130,13 @@ def test_cli_errors_are_one_line_with_exit_2(tmp_path, capsys):
     assert "no such directory" in err
     err = _usage_error(capsys, ["demo", "--quick", "--out", str(out), "--steps", "0"])
     assert "--steps" in err
+    err = _usage_error(capsys, ["demo", "--quick", "--out", str(out), "--adjacency", "topic"])
+    assert "--adjacency" in err
+    err = _one_line_error(
+        capsys, ["demo", "--real", "--quick", "--out", str(out), "--adjacency", "entity"]
+    )
+    assert err.startswith("ra2: error: --adjacency")
+    assert not out.exists()
 
 
 def _unlearn_argv(tmp_path, *extra: str) -> list[str]:

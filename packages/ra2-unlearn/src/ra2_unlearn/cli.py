@@ -45,6 +45,14 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated subset of the systems (default: all; see the README)",
     )
     p.add_argument(
+        "--adjacency",
+        choices=("relation", "entity"),
+        default=None,
+        help="what the toy's forget-adjacent set is: relation (default: the forgotten domain "
+        "asked of entities never unlearned) or entity (0.3's first design: the forget "
+        "entities' other domains); not used by --real",
+    )
+    p.add_argument(
         "--real",
         action="store_true",
         help="the real-model arm: SmolLM2-135M-Instruct forgets the capitals of countries it "
@@ -66,6 +74,11 @@ def demo(run: Run) -> Report:
     if run.args.real:
         if run.args.methods is not None:
             raise PaperstackError("--real runs its declared design: no --methods")
+        if run.args.adjacency is not None:
+            raise PaperstackError(
+                "--adjacency: the toy's option; --real's adjacent set is the "
+                "forgotten countries' continent and language"
+            )
         from ra2_unlearn.real import run_real
 
         return run_real(run)

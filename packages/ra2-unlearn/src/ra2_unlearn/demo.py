@@ -114,11 +114,12 @@ class DemoSettings:
     #: Entities beyond the world (never trained): the non-members of the MIA attacks.
     n_holdout: int = 12
     forget_domain: str = "science"
-    #: What the adjacent set is (:data:`ra2_unlearn.data.ADJACENCY`): ``"entity"`` (0.3's:
-    #: the forget entities' other domains) or ``"relation"`` (the forget domain of entities
-    #: never unlearned; retain = their other domains). The default stays ``"entity"`` until
-    #: the validation probe supports a change.
-    adjacency: str = "entity"
+    #: What the adjacent set is (:data:`ra2_unlearn.data.ADJACENCY`): ``"relation"`` (the
+    #: default since 2026-12-06: the forget domain of entities never unlearned; retain = their
+    #: other domains) or ``"entity"`` (0.3's first design: the forget entities' other domains,
+    #: where no baseline lowers adjacent utility; ``--adjacency entity``). Chosen on validation
+    #: seeds 1000-1005 (``benchmarks/validation/adjacent_premise_full.md``).
+    adjacency: str = "relation"
     #: The step budget of every unlearning run (calibration stops earlier at the level).
     steps: int = 80
     batch_size: int = 16
@@ -438,7 +439,7 @@ def pooled_gap_row(per_system: dict[str, dict[int, Metrics]]) -> Row | None:
 
 def settings_for(run: Run) -> DemoSettings:
     """The demo's settings from the command line: ``--quick``, ``--seeds``, ``--steps``,
-    ``--methods``."""
+    ``--methods``, ``--adjacency``."""
     settings = QUICK if run.quick else FULL
     if settings.validation_seed in run.seeds:
         raise PaperstackError(
@@ -448,6 +449,9 @@ def settings_for(run: Run) -> DemoSettings:
     settings = replace(settings, seeds=tuple(run.seeds))
     if run.args.steps is not None:
         settings = replace(settings, steps=run.args.steps)
+    adjacency = getattr(run.args, "adjacency", None)
+    if adjacency is not None:
+        settings = replace(settings, adjacency=adjacency)
     if run.args.methods is not None:
         chosen = tuple(m.strip() for m in run.args.methods.split(",") if m.strip())
         bad = [m for m in chosen if m not in SYSTEMS]
