@@ -57,7 +57,8 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the real-model arm: SmolLM2-135M-Instruct forgets the capitals of countries it "
         "knows (measured first), adjacent = their continent and language, every method "
-        "calibrated to one forget level (hours on a CPU; --quick: a smoke run of every part)",
+        "calibrated to one forget level (about an hour of one CPU core; --quick: a smoke run of "
+        "every part)",
     )
 
 
