@@ -6,6 +6,7 @@ import json
 import pytest
 from meta_pref import __version__
 from meta_pref.cli import main
+from meta_pref.demo import QUICK
 
 from paperstack.records import Claim, ResultsFormatError, load_results
 
@@ -58,7 +59,7 @@ def test_demo_quick_writes_the_issues_claims_from_per_seed_rows(quick_run):
     # judged on one win rate per training seed against 0.5
     for target in ("near", "far"):
         h2h = results.row("meta-vs-joint", "dpo_h2h_winrate", f"{target}/100")
-        assert len(h2h.items) == 2 * 100
+        assert len(h2h.items) == 2 * QUICK.eval_prompts
         assert set(h2h.items.values()) <= {0.0, 0.5, 1.0}
         assert {k.split("/")[0] for k in h2h.items} == {"s0", "s1"}
         per_seed = results.row("meta-vs-joint", "dpo_h2h_winrate_per_seed", f"{target}/100")

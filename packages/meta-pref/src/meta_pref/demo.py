@@ -134,19 +134,20 @@ FULL = DemoConfig(
 )
 
 #: ``--quick``: a few steps of everything, two seeds; it exercises every part, it measures
-#: nothing (read the full demo's report).
+#: nothing (read the full demo's report). Sized to the fast test suite (about 35 s on one
+#: quiet core): half of 0.3's adaptation steps and evaluation pairs.
 QUICK = DemoConfig(
     sizes=(25, 100, 1000),
-    source_pairs=300,
-    eval_pairs=300,
-    eval_prompts=100,
-    sft_steps=40,
-    sft_texts=2000,
-    meta=MetaConfig(outer_steps=4, inner_steps=2, support=16, query=16),
-    dpo_meta=MetaConfig(outer_steps=3, inner_steps=2, support=16, query=16),
+    source_pairs=200,
+    eval_pairs=120,
+    eval_prompts=50,
+    sft_steps=20,
+    sft_texts=1000,
+    meta=MetaConfig(outer_steps=3, inner_steps=2, support=16, query=16),
+    dpo_meta=MetaConfig(outer_steps=2, inner_steps=2, support=16, query=16),
     dpo_sizes=(100,),
-    rm_adapt=AdaptSettings(epochs=2, max_steps=8),
-    dpo_adapt=AdaptSettings(epochs=2, max_steps=6),
+    rm_adapt=AdaptSettings(epochs=1, max_steps=4),
+    dpo_adapt=AdaptSettings(epochs=1, max_steps=3),
 )
 
 
