@@ -126,3 +126,14 @@ def test_forget_check_stops_at_the_level_and_equals_a_fresh_run(knowing):
     fresh = unlearn(model, tok, splits.forget, splits.retain, cfg, steps=stopped_at, lr=1e-4,
                     batch_size=4, seed=1000).model  # fmt: skip
     assert qa_scores(fresh, tok, splits.forget).accuracy == pytest.approx(acc)
+
+
+def test_the_premise_names_the_adjacent_set_that_was_measured():
+    rows = _rows(rmu_forget=0.16, gap=0.10)
+    text = {
+        a: next(c for c in claims_from_rows(rows, chance=0.1, adjacency=a)
+                if c.id == "premise_adjacent_utility_drops").statement
+        for a in ("relation", "entity")
+    }  # fmt: skip
+    assert "forgotten domain asked of entities never unlearned" in text["relation"]
+    assert "forget entities' other domains (adjacent)" in text["entity"]

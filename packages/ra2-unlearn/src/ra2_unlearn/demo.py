@@ -23,9 +23,11 @@ few entities. The protocol, fixed before any claim was looked at:
    its control, the mean-difference ablation attack and a relearning attack. Rows hold the
    per-seed values, so claims between systems are paired over seeds.
 4. **Gating.** The paper's premise (``premise_adjacent_utility_drops``: under the baselines,
-   accuracy on the forget entities' other domains drops more than accuracy on other
-   entities) and the matching on the reported seeds (``forget_matched_<baseline>``: RA^2's
-   and the baseline's forget accuracies within 0.10) are claims of their own; every claim
+   accuracy on the adjacent set, the forgotten domain asked of entities never unlearned,
+   drops more than accuracy on those entities' other domains; under ``--adjacency entity``:
+   the forget entities' other domains against other entities) and the matching on the
+   reported seeds (``forget_matched_<baseline>``: RA^2's and the baseline's forget
+   accuracies within 0.10) are claims of their own; every claim
    "at the matched forget level" ``requires`` the matching, and the adjacent-utility claims
    also the premise, so a comparison at unmatched levels is inconclusive whatever its
    interval says (the core still records what it measured).
@@ -331,10 +333,23 @@ def _seed_rows(system: str, per_seed: dict[int, Metrics]) -> list[Row]:
 # --------------------------------------------------------------------------- claims
 
 
+#: What the adjacent and retain sets are, in the premise's statement, per adjacency.
+ADJACENT_WORDS: dict[str, str] = {
+    "relation": "the forgotten domain asked of entities never unlearned (adjacent) loses more "
+    "than 0.05 more accuracy than those entities' other domains (retain)",
+    "entity": "the forget entities' other domains (adjacent) lose more than 0.05 more accuracy "
+    "than entities never unlearned (retain)",
+}
+
+
 def claims_from_rows(
-    rows: Sequence[Row], chance: float, forget_target: float = FULL.forget_target
+    rows: Sequence[Row],
+    chance: float,
+    forget_target: float = FULL.forget_target,
+    adjacency: str = FULL.adjacency,
 ) -> list[Claim]:
     """The premises and the paper's claims, computed from the rows (decided before the runs).
+    ``adjacency`` only words the premise's statement for the adjacent set that was measured.
 
     Gating (0.3): ``forget_matched_<b>`` is the premise of every claim against ``b`` "at the
     matched forget level" (adjacent, retain, relearning), and the paper's premise
@@ -379,10 +394,9 @@ def claims_from_rows(
         "than 0.2 above its random-label control (it measures the value, not the entity)",
         ("original", "probe_acc"), "gt", ("original", "probe_control_acc"), 0.2)  # fmt: skip
     add("premise_adjacent_utility_drops",
-        "the paper's premise: unlearned by the baselines (mean over those run, per seed), the "
-        "forget entities' other domains (adjacent) lose more than 0.05 more accuracy than "
-        "entities never unlearned (retain): forget-adjacent utility can drop while retain "
-        "utility holds", (POOLED, "retain_minus_adjacent"), "gt", 0.0, 0.05)  # fmt: skip
+        "the paper's premise: unlearned by the baselines (mean over those run, per seed), "
+        f"{ADJACENT_WORDS[adjacency]}: forget-adjacent utility can drop while retain utility "
+        "holds", (POOLED, "retain_minus_adjacent"), "gt", 0.0, 0.05)  # fmt: skip
     add("ra2_forgets",
         f"RA^2 brings forget accuracy to at most {forget_target + 0.05:.2f} (the matched level "
         f"{forget_target:.2f} plus 0.05)", ("ra2", "forget_acc"), "le",
@@ -419,8 +433,8 @@ POOLED = "baselines-mean"
 
 def pooled_gap_row(per_system: dict[str, dict[int, Metrics]]) -> Row | None:
     """``retain_acc - adjacent_acc`` per seed, averaged over the baselines that ran: how much
-    more the forget entities' other domains lose than unrelated entities (> 0: the paper's
-    premise that adjacent utility drops while retain utility holds)."""
+    more the adjacent set loses than the retain set (> 0: the paper's premise that adjacent
+    utility drops while retain utility holds)."""
     ran = [b for b in BASELINES if b in per_system]
     if not ran:
         return None
@@ -667,7 +681,7 @@ def run_demo(run: Run) -> Report:
         gap = pooled_gap_row(per_system)
         if gap is not None:
             rows.append(gap)
-    claims = claims_from_rows(rows, splits.chance, settings.forget_target)
+    claims = claims_from_rows(rows, splits.chance, settings.forget_target, settings.adjacency)
     from paperstack.report import bar_chart
 
     figures = [
