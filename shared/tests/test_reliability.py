@@ -296,6 +296,46 @@ def test_sigterm_runs_the_same_clean_up_as_ctrl_c(tmp_path: Path) -> None:
     assert marker.read_text() == "done"
 
 
+def test_sigterm_inside_a_finalizer_still_stops_the_run(tmp_path: Path) -> None:
+    """A SIGTERM handled inside an object's ``__del__`` (seen in CI: regex's ``Group.__del__``
+    during a demo) was printed as "Exception ignored ... Terminated" and dropped, and the run
+    went on. It is now delivered again once the finalizer has returned: exit 143, one line."""
+    script = tmp_path / "prog.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, signal, sys, time
+            from paperstack.errors import cli_guard
+
+            class Freed:
+                def __del__(self):
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    total = 0
+                    for i in range(200000):  # the handler runs here, inside __del__
+                        total += i
+
+            @cli_guard("toy")
+            def main():
+                Freed()  # freed at once: its __del__ receives the signal
+                print("after", flush=True)
+                time.sleep(30)
+                return 0
+
+            sys.exit(main())
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.strip() == "toy: terminated (SIGTERM)"
+    assert "Exception ignored" not in done.stderr
+    assert time.monotonic() - started < 20  # not the 30 s sleep: the signal was not lost
+
+
 # --------------------------------------------------------------------------- JSON and results
 
 

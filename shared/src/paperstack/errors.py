@@ -71,12 +71,29 @@ class SignalState:
     received: bool = False
 
 
+#: Seconds after which a SIGTERM that arrived inside a finalizer is delivered again.
+_REDELIVER_AFTER = 0.05
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside an object's ``__del__`` (at any depth below it), where
+    Python reports and swallows every exception instead of propagating it."""
+    depth = 0
+    while frame is not None and depth < 200:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame, depth = frame.f_back, depth + 1
+    return False
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[SignalState]:
     """While active (main thread only), SIGTERM raises :class:`Terminated` in the main thread.
 
     The previous handler is restored on exit. A second SIGTERM while the first is being handled
-    raises again, so a clean-up that hangs can still be stopped. The yielded state records that
+    raises again, so a clean-up that hangs can still be stopped. A SIGTERM that lands inside an
+    object's ``__del__`` (where Python would print and drop the exception, and the run would
+    go on) is delivered again 50 ms later, outside it. The yielded state records that
     the signal came, so a caller can report it even when a library turned the exception into
     another one on its way up (an import interrupted half-way, say).
     """
@@ -94,6 +111,15 @@ def sigterm_as_interrupt() -> Iterator[SignalState]:
             os.kill(os.getpid(), signal.SIGTERM)
             return
         state.received = True
+        if _in_finalizer(frame):
+            # Raised inside ``__del__`` (a library object freed at the wrong moment), the
+            # exception would be printed as "Exception ignored in ..." and dropped, and the run
+            # would go on as if no signal had come. Deliver it again in a moment instead, once
+            # the finalizer has returned.
+            timer = threading.Timer(_REDELIVER_AFTER, os.kill, args=(owner, signum))
+            timer.daemon = True
+            timer.start()
+            return
         raise Terminated()
 
     try:
