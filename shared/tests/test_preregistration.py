@@ -427,3 +427,27 @@ def test_a_variant_run_reads_the_history_of_its_table() -> None:
     assert _command_of(run({"command": "demo", "table": "demo --real"})) == "demo --real"
     assert _command_of(run({"command": "demo", "table": "demo"})) == "demo"
     assert _command_of(run(None)) == "demo"
+
+
+def test_the_report_names_the_table_a_variant_run_was_held_to() -> None:
+    """A `demo --real` run's Pre-registration section names ``["demo --real"]``, the table its
+    claims were checked against, not the command's toy table ``[demo]``."""
+    from paperstack.records import Manifest, Results
+
+    rows = [Row.from_seeds("m", "acc", {0: 0.9, 1: 0.91, 2: 0.92})]
+    claim = Claim.compare("real_beats", "s", rows, ("m", "acc"), "gt", 0.5)
+    decl = pre.parse(
+        '["demo --real"]\ncommand = "demo"\nwhen = "real"\nseeds = [0, 1, 2]\n\n'
+        '["demo --real".claims.real_beats]\nlhs = ["m", "acc"]\nrhs = 0.5\nop = "gt"\n'
+    )["demo --real"]
+    fingerprint = {"path": "p.toml", "sha256": "0" * 64, "command": "demo",
+                   "table": "demo --real", "binding": True, "declared": decl.to_json()}  # fmt: skip
+    manifest = Manifest(package="p", version="0", config={"real": True, "seeds": [0, 1, 2]},
+                        preregistration=fingerprint)  # fmt: skip
+    section = pre.preregistration_section(Results(manifest=manifest, rows=rows, claims=[claim]))
+    assert '(sha256 000000000000), `["demo --real"]`' in section
+    assert "all match the declaration" in section
+    plain = dict(fingerprint, table="demo")
+    manifest = Manifest(package="p", version="0", config={"seeds": [0, 1, 2]},
+                        preregistration=plain)  # fmt: skip
+    assert "`[demo]`" in pre.preregistration_section(Results(manifest=manifest, rows=rows))

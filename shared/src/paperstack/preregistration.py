@@ -588,8 +588,10 @@ def preregistration_section(results: Any, where: Path | None = None) -> str:
     enforced = bool(pre.get("binding", declared_run(m.config)))
     found = deviations(results.claims, decl, complete=bool(results.claims)) if enforced else []
     seeds = m.config.get("seeds")
+    # The table the run was held to (``["demo --real"]``), not only its command's name.
+    key = _bare_or_quoted(str(pre.get("table") or pre["command"]))
     lines = [
-        f"- declared in `{pre['path']}` (sha256 {pre['sha256'][:12]}), `[{pre['command']}]`",
+        f"- declared in `{pre['path']}` (sha256 {pre['sha256'][:12]}), `[{key}]`",
         f"- stopping rule: {decl.stopping or 'not stated'}",
         f"- seeds: declared {list(decl.seeds) if decl.seeds is not None else 'not fixed'}, "
         f"run {seeds}",
