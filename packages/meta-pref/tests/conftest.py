@@ -1,6 +1,5 @@
 """Shared fixtures: one thread (CI has 2 cores, shared), quiet logging, the toy world."""
 
-import gc
 import os
 
 import pytest
@@ -26,12 +25,10 @@ def _trainer_stack_out_of_the_collector():
     package uses are imported first and what is alive then (the library modules, kept for the
     whole session anyway) is frozen out of the collector's walk; objects created later are
     collected as before."""
-    from trl import DPOTrainer, RewardTrainer  # noqa: F401  (imported so that they are frozen)
+    from paperstack.contract import settled_heap
 
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
+    with settled_heap("trl.DPOTrainer", "trl.RewardTrainer"):
+        yield
 
 
 @pytest.fixture(scope="session")

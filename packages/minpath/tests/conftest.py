@@ -1,7 +1,6 @@
 """Shared fixtures: one thread (CI has 2 cores, shared), quiet logging, a micro model, and a
 frozen heap for the modules that fine-tune in this process."""
 
-import gc
 import os
 
 import pytest
@@ -29,12 +28,10 @@ def frozen_heap():
     times in this process. Garbage is collected first, so what is frozen is what lives for the
     session anyway; objects created later are collected as before. The modules that fine-tune
     in this process use it (``pytestmark``)."""
-    from trl import SFTTrainer  # noqa: F401  (the import is the point)
+    from paperstack.contract import settled_heap
 
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
+    with settled_heap("trl.SFTTrainer"):
+        yield
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ from paperstack.contract import (
     positive_int,
     positive_int_list,
     seed_int,
+    settled_heap,
 )
 
 cli = ContractCLI("meta-pref", "meta-pref", __version__, __doc__)
@@ -127,6 +128,13 @@ def _configured(run: Run) -> Any:
 def demo(run: Run) -> Report:
     """Meta-learned vs joint vs target-only vs zero-shot inits (see :mod:`meta_pref.demo`)."""
     _threads()
+    # trl's trainers imported and frozen out of the collector's walk: accelerate collects after
+    # every training, 44 times in a --quick run (paperstack.contract.settled_heap)
+    with settled_heap("trl.RewardTrainer", "trl.DPOTrainer"):
+        return _demo(run)
+
+
+def _demo(run: Run) -> Report:
     from meta_pref import demo as d
     from meta_pref.errors import MetaPrefError
     from meta_pref.world import default_world

@@ -23,18 +23,16 @@ The common flags and flow (``--out``, ``--quick``, ``--seed``/``--seeds``, ``--d
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from minpath import __version__
 from paperstack.bench import add_repeats_argument
-from paperstack.contract import ContractCLI, Report, Run, positive_int, seed_int
+from paperstack.contract import ContractCLI, Report, Run, positive_int, seed_int, settled_heap
 
 cli = ContractCLI("minpath", "minpath", __version__, __doc__)
 
@@ -50,30 +48,6 @@ def _threads() -> None:
 
     wanted = os.environ.get("OMP_NUM_THREADS", "")
     torch.set_num_threads(int(wanted) if wanted.isdigit() and int(wanted) > 0 else 1)
-
-
-@contextlib.contextmanager
-def _settled_heap() -> Iterator[None]:
-    """While the demo runs: trl's trainer stack imported, then what is alive (the modules of
-    torch, transformers, trl, datasets: about 470,000 objects) frozen out of the collector's
-    reach (:func:`gc.freeze`), unfrozen at the end. accelerate's ``free_memory()`` runs a full
-    ``gc.collect()`` at the end of every ``trainer.train()``, and over that heap it took 0.4-0.6 s
-    on the loaded 2-core CPU: a third of a ``--quick`` run (24 three-step fine-tunes). Objects
-    the run creates are collected as before. A caller that froze its heap already (the tests'
-    ``frozen_heap`` fixture) keeps it as it is."""
-    import gc
-
-    from trl import SFTTrainer  # noqa: F401  (imported to be frozen; sft imports it again)
-
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -128,7 +102,9 @@ def demo(run: Run) -> Report:
     trains and generates on the GPU (the cached base is built on the CPU either way)."""
     one_cuda_device(run.device)
     _threads()
-    with _settled_heap():
+    # trl's trainer imported and frozen out of the collector's walk: accelerate collects after
+    # every training, 24 times in a --quick run (paperstack.contract.settled_heap)
+    with settled_heap("trl.SFTTrainer"):
         if run.args.real:
             from minpath.real import run_real
 

@@ -32,6 +32,7 @@ from paperstack.contract import (
     non_negative_float,
     positive_float,
     positive_int,
+    settled_heap,
 )
 
 cli = ContractCLI("mosa", "mosa-rl", __version__, __doc__)
@@ -95,6 +96,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 )
 def demo(run: Run) -> Report:
     """The reproduction (see :mod:`mosa_rl.demo`)."""
+    # trl's trainer imported and frozen out of the collector's walk: accelerate collects after
+    # every training (paperstack.contract.settled_heap)
+    with settled_heap("trl.GRPOTrainer"):
+        return _demo(run)
+
+
+def _demo(run: Run) -> Report:
     from mosa_rl import demo as demo_module
     from mosa_rl.demo import NOKL, run_demo
 

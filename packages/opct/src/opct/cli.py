@@ -32,7 +32,14 @@ from typing import Any
 
 from opct import __version__
 from paperstack.bench import add_repeats_argument
-from paperstack.contract import ContractCLI, Report, Run, positive_float, positive_int
+from paperstack.contract import (
+    ContractCLI,
+    Report,
+    Run,
+    positive_float,
+    positive_int,
+    settled_heap,
+)
 
 cli = ContractCLI("opct", "opct", __version__, __doc__)
 
@@ -91,6 +98,13 @@ def demo(run: Run) -> Report:
     """OPCT against SFT consistency training and the base model (see :mod:`opct.demo`), or
     with ``--real`` on a real instruct model (:mod:`opct.real`)."""
     _threads()
+    # trl's trainers imported and frozen out of the collector's walk: accelerate collects
+    # after every training (paperstack.contract.settled_heap)
+    with settled_heap("trl.SFTTrainer", "trl.DistillationTrainer"):
+        return _demo(run)
+
+
+def _demo(run: Run) -> Report:
     if run.args.real:
         return _real_demo(run)
     from opct import demo as d

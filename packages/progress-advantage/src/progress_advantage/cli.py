@@ -29,6 +29,7 @@ from paperstack.contract import (
     check_device,
     positive_float,
     positive_int,
+    settled_heap,
 )
 from paperstack.errors import PaperstackError
 from progress_advantage import __version__
@@ -89,7 +90,10 @@ def demo(run: Run) -> Report:
     """(a) the tabular MDP on every seed; (b) arithmetic with a tiny LM on the first seeds."""
     from progress_advantage.demo import run_demo
 
-    return run_demo(run)
+    # trl's trainer imported and frozen out of the collector's walk: accelerate collects after
+    # every training (paperstack.contract.settled_heap)
+    with settled_heap("trl.RLOOTrainer"):
+        return run_demo(run)
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
