@@ -19,8 +19,9 @@ def test_parts_are_disjoint_and_training_pairs_come_from_the_train_part():
     pairs = real.train_pairs(64, seed=0)
     assert {p.kind for p in pairs} == {"sycophancy", "jailbreak", "benign"}
     assert not any(p.clean in test_text for p in pairs)
-    for item in real.items("test") + real.items("train"):
+    for item in real.items("test", n_sums=32) + real.items("train", n_sums=32):
         assert item.wrong != item.answer
+    assert len(real.items("test", n_sums=32)) > len(real.items("test"))  # the sums, opt-in
 
 
 @pytest.mark.parametrize(

@@ -197,8 +197,9 @@ def _part(*key: object) -> Part:
     return "validation" if in_test_split(("opct-real-val", *key), 0.5) else "test"
 
 
-def items(part: Part, n_sums: int = 32) -> list[Item]:
-    """The knowledge items of ``part``: capitals, then ``n_sums`` additions (fixed draw)."""
+def items(part: Part, n_sums: int = 0) -> list[Item]:
+    """The knowledge items of ``part``: capitals, then ``n_sums`` additions (fixed draw; the
+    first design's 32, none in the second: :attr:`RealConfig.sums`)."""
     out = [Item(f"capital/{c}", f"What is the capital of {c}?", a, w) for c, a, w in CAPITALS]
     rng = random.Random("opct-real-sums")
     for k in range(n_sums):
@@ -257,7 +258,7 @@ REAL_QUICK = RealConfig(steps=1, batch_size=2, max_completion_length=8, max_new_
                         limit=3, pairs=8)  # fmt: skip
 
 
-def train_pairs(n: int, seed: int, n_sums: int = 32) -> list[Pair]:
+def train_pairs(n: int, seed: int, n_sums: int = 0) -> list[Pair]:
     """Consistency-training pairs from the train part only: cued questions (training cue
     templates), wrapped forbidden requests and wrapped benign questions (training families)."""
     rng = random.Random(f"opct-real-pairs:{seed}")
