@@ -6,9 +6,16 @@ import copy
 
 import pytest
 import torch
-from meta_pref.adapt import AdaptSettings, adapt_reward_model, reward_validation_loss
+from meta_pref.adapt import (
+    AdaptSettings,
+    adapt_policy,
+    adapt_reward_model,
+    reward_accuracy,
+    reward_validation_loss,
+    sample_responses,
+)
 from meta_pref.errors import MetaPrefError
-from meta_pref.models import reward_model
+from meta_pref.models import policy_model, reward_model
 
 
 def test_steps_grow_with_the_data_and_the_split_holds_out_a_fraction():
@@ -47,6 +54,41 @@ def test_early_stopping_keeps_the_best_held_out_state(world, tok):
     if result.best_step == 0:
         for a, b in zip(model.state_dict().values(), start.state_dict().values(), strict=True):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("objective", ["reward", "dpo"])
+def test_adaptation_runs_in_fp32_without_recomputing_the_forward(world, tok, objective):
+    """trl 1.16's configs default to bf16 autocast and activation checkpointing, even on a
+    CPU; adaptation must turn both off (they slowed a SmolLM2 epoch some tenfold)."""
+    model = reward_model(tok, seed=0) if objective == "reward" else policy_model(tok, seed=0)
+    seen: list[tuple[bool, bool]] = []
+    layer = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
+    layer.register_forward_pre_hook(
+        lambda module, args: seen.append(
+            (
+                torch.is_autocast_enabled("cpu"),
+                bool(getattr(model, "is_gradient_checkpointing", False)),
+            )
+        )
+    )
+    pairs = world.pairs("near", 10, seed=3)
+    rule = AdaptSettings(epochs=1, max_steps=1, batch_size=4, seed=0)
+    if objective == "reward":
+        adapted, _ = adapt_reward_model(model, tok, pairs, rule)
+    else:
+        adapted, _ = adapt_policy(model, copy.deepcopy(model).eval(), tok, pairs, rule)
+    assert seen, "the adapted model never ran"
+    assert not any(autocast for autocast, _ in seen)
+    assert not any(recompute for _, recompute in seen)
+    # accelerate leaves a bf16 run's model.forward wrapped in autocast: every evaluation after
+    # adaptation (accuracy, sampling) would then run in bf16 too
+    seen.clear()
+    if objective == "reward":
+        reward_accuracy(adapted, tok, world.pairs("near", 4, seed=4))
+    else:
+        sample_responses(adapted, tok, [p.prompt for p in pairs[:2]], seed=0)
+    assert seen
+    assert not any(autocast for autocast, _ in seen)
 
 
 def test_patience_stops_training_early(world, tok):
