@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import time
@@ -224,3 +225,25 @@ def test_settled_heap_freezes_what_is_alive_and_still_collects_new_garbage() -> 
     with pytest.raises(ModuleNotFoundError), settled_heap("no_such_module_here.Thing"):
         pass
     assert gc.get_freeze_count() == 0
+
+
+def test_trl_precision_args_name_fields_the_installed_transformers_takes(tmp_path) -> None:
+    """The fields exist on this transformers' TrainingArguments (which every trl config
+    extends), pass without a deprecation warning and turn bf16 and recompute off; bf16 stays
+    the caller's choice. (That trl's own defaults are then overridden is tested in the trl
+    packages, e.g. meta-pref's ``test_adaptation_runs_in_fp32_without_recomputing_the_forward``.)"""
+    import warnings
+
+    transformers = pytest.importorskip("transformers")
+    from paperstack.contract import trl_precision_args
+
+    fields = trl_precision_args()
+    names = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    assert set(fields) <= names
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **fields)
+    assert args.bf16 is False
+    assert args.fp16 is False
+    assert args.gradient_checkpointing is False
+    assert trl_precision_args(bf16=True)["bf16"] is True

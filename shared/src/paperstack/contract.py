@@ -67,6 +67,7 @@ __all__ = [
     "positive_int_list",
     "seed_int",
     "settled_heap",
+    "trl_precision_args",
 ]
 
 #: What a Hugging Face hub id looks like: ``name`` or ``owner/name``; anything else is a path.
@@ -587,3 +588,25 @@ def _jsonable(obj: dict[str, Any]) -> dict[str, Any]:
     import json
 
     return dict(json.loads(json.dumps(obj, default=str)))
+
+
+def trl_precision_args(bf16: bool = False) -> dict[str, Any]:
+    """Fields for a trl config (``SFTConfig``, ``DPOConfig``, ``RewardConfig``, ``GRPOConfig``,
+    ...) that set its precision and activation checkpointing explicitly:
+    ``{"bf16": bf16, "fp16": False, <checkpointing>: False}``.
+
+    Why: trl 1.16's configs turn ``bf16`` on (``None`` resolves to ``True``) and activation
+    checkpointing on by default, also with ``use_cpu=True``. On a CPU without bf16 instructions
+    that is bf16 autocast (a SmolLM2 reward-model epoch 24 times slower in meta-pref) plus a
+    second forward in every backward; and accelerate leaves the trained model's ``forward``
+    wrapped in that autocast, so evaluations after training run in bf16 as well. The
+    checkpointing field's name comes from the installed transformers (5.x renamed
+    ``gradient_checkpointing`` to ``activation_checkpointing``; the old name warns)."""
+    import dataclasses as dc
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dc.fields(TrainingArguments)}
+    field = "activation_checkpointing" if "activation_checkpointing" in names else (
+        "gradient_checkpointing")  # fmt: skip
+    return {"bf16": bf16, "fp16": False, field: False}

@@ -41,6 +41,7 @@ from meta_pref.models import (
     prompt_ids,
     prompt_text,
 )
+from paperstack.contract import trl_precision_args
 
 __all__ = [
     "AdaptResult",
@@ -158,28 +159,15 @@ class AdaptResult:
     steps: int
 
 
-def _no_checkpointing() -> dict[str, bool]:
-    """The config field that turns activation checkpointing off (transformers 5 renamed
-    ``gradient_checkpointing`` to ``activation_checkpointing``, keeping the old one as an
-    alias)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    return {"activation_checkpointing" if "activation_checkpointing" in names
-            else "gradient_checkpointing": False}  # fmt: skip
-
-
 def _common_args(settings: AdaptSettings, n_train: int, out: str) -> dict[str, Any]:
     """The TrainingArguments both trl trainers get. trl 1.16's configs default to ``bf16=True``
     and activation checkpointing, even with ``use_cpu``: every adaptation then ran under bf16
     autocast on a CPU without bf16 kernels and recomputed its forward in the backward (a
-    cProfile of two SmolLM2 adaptation steps: 133 s, 113 s of it backward). Adaptation is fp32
-    without recompute, as the meta-learner's own passes are."""
-    return _no_checkpointing() | {
-        "bf16": False,
-        "fp16": False,
+    cProfile of two SmolLM2 adaptation steps: 133 s, 113 s of it backward), and accelerate left
+    the adapted model's forward in autocast for the evaluations after it. Adaptation is fp32
+    without recompute (:func:`paperstack.contract.trl_precision_args`), as the meta-learner's
+    own passes are."""
+    return trl_precision_args() | {
         "output_dir": out,
         "num_train_epochs": settings.epochs,
         "max_steps": -1 if settings.max_steps is None else settings.max_steps,

@@ -24,6 +24,7 @@ import torch
 
 from minpath.errors import MinPathError
 from minpath.graph import final_answer
+from paperstack.contract import trl_precision_args
 from paperstack.llm import FALLBACK_STOP
 
 __all__ = [
@@ -94,22 +95,6 @@ def sft_dataset(pairs: Sequence[tuple[str, str]]) -> Any:
     )
 
 
-def _no_checkpointing() -> dict[str, bool]:
-    """trl turns activation checkpointing on by default; a tiny model only pays its recompute.
-    transformers 5 renamed the field (``gradient_checkpointing`` is a deprecated alias)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    name = (
-        "activation_checkpointing"
-        if "activation_checkpointing" in names
-        else "gradient_checkpointing"
-    )
-    return {name: False}
-
-
 def _context(model: Any) -> int:
     return int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
 
@@ -150,7 +135,7 @@ def sft(
             dataloader_num_workers=0,
             completion_only_loss=True,
             packing=False,
-            **(_no_checkpointing() | {"bf16": False, "max_length": _context(model)} | config),
+            **(trl_precision_args() | {"max_length": _context(model)} | config),
         )
         trainer = SFTTrainer(
             model, args=args, train_dataset=data, processing_class=tokenizer,

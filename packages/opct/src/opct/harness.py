@@ -24,6 +24,7 @@ from opct.errors import OPCTError
 from opct.pairs import Pair, check_lengths
 from opct.tokens import ready_tokenizer
 from opct.trainer import OPCTConfig, OPCTTrainer, context_length
+from paperstack.contract import trl_precision_args
 from paperstack.llm import cut_fallback_turn
 
 __all__ = [
@@ -101,23 +102,6 @@ def pairs_dataset(pairs: Sequence[Pair]) -> Any:
     )
 
 
-def _checkpointing_field() -> str:
-    """transformers 5.x renamed ``gradient_checkpointing`` (the old name warns)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    return (
-        "activation_checkpointing"
-        if "activation_checkpointing" in names
-        else "gradient_checkpointing"
-    )
-
-
-_CHECKPOINTING = _checkpointing_field()
-
-
 def _common(settings: TrainSettings, output_dir: str) -> dict[str, Any]:
     """TrainingArguments both methods get (a plain AdamW run: no warmup, linear decay)."""
     return {
@@ -127,8 +111,7 @@ def _common(settings: TrainSettings, output_dir: str) -> dict[str, Any]:
         "gradient_accumulation_steps": settings.grad_accum,
         "learning_rate": settings.learning_rate,
         "seed": settings.seed,
-        "bf16": settings.bf16,
-        _CHECKPOINTING: False,
+        **trl_precision_args(bf16=settings.bf16),
         "use_cpu": settings.device == "cpu",
         "report_to": "none",
         "save_strategy": "no",

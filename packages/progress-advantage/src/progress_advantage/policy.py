@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from paperstack.contract import trl_precision_args
 from progress_advantage.errors import ProgressAdvantageError
 
 __all__ = ["PlateauStop", "RLResult", "RLSettings", "train_rl_policy"]
@@ -254,7 +255,7 @@ def train_rl_policy(
                 save_strategy="no",
                 use_cpu=True,
                 disable_tqdm=True,
-                bf16=settings.bf16,
+                **trl_precision_args(bf16=settings.bf16),
                 dataloader_num_workers=0,
             )
         logging.getLogger("transformers").setLevel(logging.ERROR)
