@@ -10,6 +10,10 @@ reported) and a validation seed, with the arm's own splits, budget and forget ch
 writes what it measured. It is not a reported run and judges no claim.
 
     python benchmarks/real_ra2_strength_probe.py --out benchmarks/validation/real_ra2_strength
+
+``--attract value --lrs 1e-4,3e-4,1e-3`` (2026-12-06, after the reported run): RA^2 attracting
+only the positions that predict the capital's tokens (the model's own sentence carries "The
+capital of France is" as well), on the declared grid.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="output stem (.json and .md)")
     ap.add_argument("--lrs", default="3e-3,1e-2", help="RA^2 learning rates, weakest first")
     ap.add_argument("--seed", type=int, default=1001, help="validation training seed")
+    ap.add_argument(
+        "--attract",
+        choices=("carrying", "value"),
+        default="carrying",
+        help="RA^2's attracted positions (value: only those before the capital)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     torch.manual_seed(0)
@@ -54,7 +64,8 @@ def main() -> None:
         check = _ForgetCheck(tok, splits.forget, settings.eval_every, settings.forget_target,
                              score=real_scores)  # fmt: skip
         t0 = time.perf_counter()
-        trained = unlearn(model, tok, splits.forget, splits.retain, settings.config("ra2"),
+        config = replace(settings.config("ra2"), attract=args.attract)
+        trained = unlearn(model, tok, splits.forget, splits.retain, config,
                           steps=settings.steps, lr=lr, batch_size=settings.batch_size,
                           seed=args.seed, device="cpu", callbacks=[check]).model  # fmt: skip
         adjacent = real_scores(trained, tok, splits.adjacent).accuracy
@@ -68,6 +79,7 @@ def main() -> None:
     record = {
         "what": "RA^2 on SmolLM2, validation half of the countries, above the declared grid",
         "seed": args.seed,
+        "attract": args.attract,
         "countries_forgotten": list(splits.forget_entities),
         "sizes": {
             "forget": len(splits.forget),
@@ -88,7 +100,8 @@ def main() -> None:
     lines = [
         "# RA^2 above the declared grid on SmolLM2 (validation probe, not reported)",
         "",
-        f"Validation half, seed {args.seed}; forget {len(splits.forget)} capitals "
+        f"Validation half, seed {args.seed}, attract={args.attract}; forget "
+        f"{len(splits.forget)} capitals "
         f"({', '.join(splits.forget_entities)}), adjacent {len(splits.adjacent)}, retain-eval "
         f"{len(splits.retain_eval)}; batch {settings.batch_size}, at most {settings.steps} "
         f"steps, forget checked every {settings.eval_every}.",

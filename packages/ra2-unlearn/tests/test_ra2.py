@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -83,3 +84,45 @@ def test_ra2_attracts_only_carrying_positions_during_training(knowing):
                   batch_size=4)  # fmt: skip
     answer_tokens = max(len(e.answer) for e in splits.forget) * 4
     assert 0 < res.log[0]["attracted"] <= answer_tokens
+
+
+def test_value_attraction_keeps_only_carrying_positions_before_the_value():
+    """``attract="value"``: of the carrying positions, only those whose next token is in the
+    example's value span (the capital, not the template words a model's own sentence also
+    carries)."""
+    from ra2_unlearn.trainer import ra2_positions
+
+    labels = torch.tensor([[-100, 5, 6, 7, 2]])  # "The", "capital", "Paris", EOS
+    logits = torch.zeros(1, 5, 8)
+    for t, nxt in ((0, 5), (1, 6), (2, 7)):  # the frozen model predicts every answer token
+        logits[0, t, nxt] = 1.0
+    side = {"attention_mask": torch.ones(1, 5, dtype=torch.long), "labels": labels,
+            "value_mask": torch.tensor([[False, False, False, True, False]])}  # fmt: skip
+    carrying, _ = ra2_positions(UnlearnConfig(method="ra2", layer=0), None, torch.zeros(1, 5, 2),
+                                logits, side)  # fmt: skip
+    value, exclude = ra2_positions(UnlearnConfig(method="ra2", layer=0, attract="value"), None,
+                                   torch.zeros(1, 5, 2), logits, side)  # fmt: skip
+    assert carrying.tolist() == [[True, True, True, False, False]]
+    assert value.tolist() == [[False, False, True, False, False]]
+    assert exclude.tolist() == [7]  # the value token is what its anchors must not support
+    with pytest.raises(UnlearnError, match="value_mask"):
+        ra2_positions(UnlearnConfig(method="ra2", layer=0, attract="value"), None,
+                      torch.zeros(1, 5, 2), logits, {k: v for k, v in side.items()
+                                                     if k != "value_mask"})  # fmt: skip
+
+
+def test_value_attraction_needs_examples_that_name_their_value(knowing):
+    from ra2_unlearn.trainer import unlearn
+
+    model, tok, splits = knowing
+    config = UnlearnConfig(method="ra2", layer=1, k=4, attract="value")
+    unnamed = [replace(e, meta={k: v for k, v in e.meta.items() if k != "value"})
+               for e in splits.forget]  # fmt: skip
+    with pytest.raises(UnlearnError, match="no forget example has a value span"):
+        unlearn(model, tok, unnamed, splits.retain, config, steps=1, lr=1e-2, batch_size=4)
+    named = splits.forget  # the fact world's examples name their value
+    assert all(e.meta["value"] == e.answer for e in named)
+    res = unlearn(model, tok, named, splits.retain, config, steps=2, lr=1e-2, batch_size=4)
+    carrying = unlearn(model, tok, named, splits.retain, replace(config, attract="carrying"),
+                       steps=2, lr=1e-2, batch_size=4)  # fmt: skip
+    assert 0 < res.log[0]["attracted"] <= carrying.log[0]["attracted"]

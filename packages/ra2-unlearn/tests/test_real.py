@@ -4,6 +4,7 @@ whole arm on SmolLM2 at a smoke budget."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,8 +75,31 @@ def test_every_gold_value_scores_as_its_own_sentence():
 
 def test_own_sentence_is_cut_after_the_gold_value():
     cut = real._own_sentence("The capital of France is Paris. It is also a big city.", "Paris")
-    assert cut == "The capital of France is Paris."
-    assert real._own_sentence("Kyiv, formerly Kiev, is", "Kyiv|Kiev") == "Kyiv"
+    assert cut == ("The capital of France is Paris.", "Paris")
+    assert real._own_sentence("Kyiv, formerly Kiev, is", "Kyiv|Kiev") == ("Kyiv", "Kyiv")
+    assert real._own_sentence("it is new delhi.", "New Delhi|Delhi") == ("it is new delhi.",
+                                                                        "new delhi")  # fmt: skip
+    assert real._own_sentence("Brasília.", "Brasilia") == ("Brasília.", None)
+
+
+def test_the_value_span_is_the_tokens_of_the_value_in_the_answer():
+    from ra2_unlearn.data import encode, pad_batch
+
+    from paperstack import tiny
+
+    tok = tiny.build_tokenizer()
+    ex = Example(task="t", prompt="What is the capital of Xy?",
+                 answer="The capital of Xy is Paris.", meta={"value": "Paris"})  # fmt: skip
+    enc = encode(tok, [ex, Example(task="t", prompt="Q?", answer="A.")])
+    start, end = enc[0].value
+    assert tok.decode(enc[0].input_ids[start:end]) == "Paris"
+    assert enc[1].value is None
+    mask = pad_batch(enc, 0)["value_mask"]
+    assert mask[0].nonzero().flatten().tolist() == list(range(start, end))
+    assert not mask[1].any()
+    # nothing to mark: a value the answer does not spell (an MC letter), or one cut off
+    assert encode(tok, [replace(ex, answer="B")])[0].value is None
+    assert encode(tok, [ex], max_length=start + 1)[0].value is None
 
 
 def _known(countries):

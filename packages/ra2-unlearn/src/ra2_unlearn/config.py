@@ -77,9 +77,11 @@ class UnlearnConfig:
     forget_tokens: Literal["all", "answer"] = "all"
     #: RA^2: which forget positions are attracted. ``carrying``: those whose frozen-model
     #: prediction is the forgotten next token (the states that recall the answer), exact twins
-    #: of a retain state left to the retain loss; ``all``: every ``forget_tokens`` position,
-    #: twins included (0.1's behaviour, kept as an ablation).
-    attract: Literal["carrying", "all"] = "carrying"
+    #: of a retain state left to the retain loss; ``value``: the carrying positions whose next
+    #: token is part of the answer's value (the examples' ``meta["value"]``: the capital, not
+    #: "The capital of France is", which a model's own sentence also carries); ``all``: every
+    #: ``forget_tokens`` position, twins included (0.1's behaviour, kept as an ablation).
+    attract: Literal["carrying", "value", "all"] = "carrying"
     #: RA^2: exclude anchors whose support (the frozen model's next token there) is the
     #: forgotten token of the position (False: 0.1's unfiltered kNN, an ablation).
     exclude_support: bool = True
@@ -112,8 +114,8 @@ class UnlearnConfig:
         for name in ("alpha", "steering_coeff", "npo_beta", "simnpo_beta", "retain_kl"):
             if getattr(self, name) < 0 or (name.endswith("beta") and getattr(self, name) == 0):
                 raise UnlearnError(f"{name} {getattr(self, name)}: out of range")
-        if self.attract not in ("carrying", "all"):
-            raise UnlearnError(f"attract {self.attract!r}: not one of carrying, all")
+        if self.attract not in ("carrying", "value", "all"):
+            raise UnlearnError(f"attract {self.attract!r}: not one of carrying, value, all")
         if self.forget_tokens not in ("all", "answer"):
             raise UnlearnError(f"forget_tokens {self.forget_tokens!r}: not one of all, answer")
 

@@ -75,11 +75,15 @@ ADJACENCY: tuple[str, ...] = ("entity", "relation")
 
 @dataclass(frozen=True)
 class Encoded:
-    """One tokenized example: ids, labels (-100 on the prompt) and the prompt length."""
+    """One tokenized example: ids, labels (-100 on the prompt) and the prompt length; with
+    ``value`` (a span of token indices ``[start, end)`` into ``input_ids``) when the example
+    names the answer's value (``meta["value"]``, e.g. the capital in "The capital of France
+    is Paris."), so RA^2 can attract only the positions that predict it."""
 
     input_ids: list[int]
     labels: list[int]
     prompt_len: int
+    value: tuple[int, int] | None = None
 
 
 def _chat_prompt(tokenizer: Any, prompt: str) -> str:
@@ -112,8 +116,29 @@ def encode(tokenizer: Any, examples: Sequence[Example], max_length: int = 256) -
         a_ids = tokenizer(ex.answer + eos, add_special_tokens=False)["input_ids"]
         ids = (list(p_ids) + list(a_ids))[:max_length]
         labels = ([-100] * len(p_ids) + list(a_ids))[:max_length]
-        out.append(Encoded(ids, labels, min(len(p_ids), max_length)))
+        span = _value_span(tokenizer, ex, len(p_ids), len(ids))
+        out.append(Encoded(ids, labels, min(len(p_ids), max_length), span))
     return out
+
+
+def _value_span(tokenizer: Any, ex: Example, offset: int, length: int) -> tuple[int, int] | None:
+    """Token indices ``[start, end)`` of ``ex.meta["value"]`` (its last occurrence in the
+    answer) in the encoded example: the answer tokens whose characters overlap it, from a fast
+    tokenizer's offsets. None when there is no span to mark: no value, a value the answer does
+    not spell out (a multiple-choice letter), no offsets (a slow tokenizer), or a value cut off
+    by truncation. (The fact world's examples carry ``meta["value"]`` as well.)"""
+    value = ex.meta.get("value")
+    if not value or not getattr(tokenizer, "is_fast", False):
+        return None
+    start = ex.answer.rfind(str(value))
+    if start < 0:
+        return None
+    enc = tokenizer(ex.answer, add_special_tokens=False, return_offsets_mapping=True)
+    end = start + len(str(value))
+    hit = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if a < end and b > start]
+    if not hit or offset + hit[-1] >= length:
+        return None
+    return offset + hit[0], offset + hit[-1] + 1
 
 
 def check_vocabulary_overlap(tokenizer: Any, examples: Sequence[Example], name: str) -> None:
@@ -154,18 +179,23 @@ class ForgetRetainDataset(Dataset[dict[str, Encoded]]):
 
 
 def pad_batch(items: Sequence[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad to the longest: ``input_ids``, ``attention_mask``, ``labels``, ``prompt_len``."""
+    """Right-pad to the longest: ``input_ids``, ``attention_mask``, ``labels``, ``prompt_len``
+    and ``value_mask`` (True on the tokens of each example's value span; all False without)."""
     width = max(len(e.input_ids) for e in items)
     ids = torch.full((len(items), width), pad_id, dtype=torch.long)
     labels = torch.full((len(items), width), -100, dtype=torch.long)
     mask = torch.zeros((len(items), width), dtype=torch.long)
+    value = torch.zeros((len(items), width), dtype=torch.bool)
     for i, e in enumerate(items):
         n = len(e.input_ids)
         ids[i, :n] = torch.tensor(e.input_ids)
         labels[i, :n] = torch.tensor(e.labels)
         mask[i, :n] = 1
+        if e.value is not None:
+            value[i, e.value[0] : e.value[1]] = True
     plen = torch.tensor([e.prompt_len for e in items])
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels, "prompt_len": plen}
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels, "prompt_len": plen,
+            "value_mask": value}  # fmt: skip
 
 
 @dataclass

@@ -247,35 +247,37 @@ def real_scores(
     return QAScores(np.array([c for c, _ in scored]), np.array([v for _, v in scored]))
 
 
-def _own_sentence(answer: str, gold: str) -> str:
+def _own_sentence(answer: str, gold: str) -> tuple[str, str | None]:
     """The model's answer cut just after the gold value (and a following period), so the
-    training target is what the model says, ending with the fact."""
-    folded = answer
-    best = -1
+    training target is what the model says, ending with the fact; and the value as the answer
+    spells it (None when no spelling of ``gold`` occurs verbatim, e.g. "Brasília")."""
+    best, value = -1, None
     for s in gold.split("|"):
-        m = re.search(re.escape(s), folded, flags=re.IGNORECASE)
+        m = re.search(re.escape(s), answer, flags=re.IGNORECASE)
         if m and (best < 0 or m.end() < best):
-            best = m.end()
+            best, value = m.end(), m.group(0)
     if best < 0:
-        return answer.strip()
+        return answer.strip(), None
     cut = answer[:best]
     if answer[best : best + 1] == ".":
         cut += "."
-    return cut.strip()
+    return cut.strip(), value
 
 
 def known_examples(
     model: Any, tok: Any, examples: Sequence[Example]
 ) -> tuple[list[Example], QAScores]:
     """The questions the model answers correctly, each with its own greedy sentence as the
-    answer, and the scores over every candidate."""
+    answer (``meta["value"]``: the value as that sentence spells it, for RA^2's
+    ``attract="value"``), and the scores over every candidate."""
     raw: list[str] = []
     scores = real_scores(model, tok, examples, answers=raw)
-    kept = [
-        replace(e, answer=_own_sentence(a, e.meta["gold"]))
-        for e, a, ok in zip(examples, raw, scores.correct, strict=True)
-        if ok
-    ]
+    kept = []
+    for e, a, ok in zip(examples, raw, scores.correct, strict=True):
+        if ok:
+            sentence, value = _own_sentence(a, e.meta["gold"])
+            meta: dict[str, Any] = {**e.meta, **({"value": value} if value else {})}
+            kept.append(replace(e, answer=sentence, meta=meta))
     return kept, scores
 
 

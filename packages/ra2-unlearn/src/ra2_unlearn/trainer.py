@@ -289,13 +289,21 @@ def ra2_positions(
 
     ``attract="carrying"``: positions whose frozen prediction is the labelled next token
     (:func:`ra2_unlearn.anchors.carrying_positions`), minus exact twins of an anchor;
-    ``attract="all"``: every ``forget_tokens`` position (0.1). The excluded support is the
-    next label at each attracted position (with ``exclude_support``).
+    ``attract="value"``: those of them whose next token is in the example's value span
+    (``side["value_mask"]``); ``attract="all"``: every ``forget_tokens`` position (0.1). The
+    excluded support is the next label at each attracted position (with ``exclude_support``).
     """
     mask = side["attention_mask"].bool()
     labels = side["labels"]
-    if config.attract == "carrying":
+    if config.attract in ("carrying", "value"):
         mask = mask & carrying_positions(ref_logits, labels, stop_ids)
+        if config.attract == "value":
+            value = side.get("value_mask")
+            if value is None:
+                raise UnlearnError("attract='value': the batch has no value_mask (pad_batch)")
+            before_value = torch.zeros_like(mask)
+            before_value[:, :-1] = value[:, 1:]
+            mask = mask & before_value
         if anchors is not None and bool(mask.any()):
             twins = anchors.twins(ref_states[mask])
             idx = mask.nonzero(as_tuple=True)
@@ -426,7 +434,17 @@ def unlearn(
         raise UnlearnError(f"batch_size {batch_size}: must be >= 1")
     check_vocabulary_overlap(tokenizer, forget, "forget")
     check_vocabulary_overlap(tokenizer, retain, "retain")
-    dataset = ForgetRetainDataset(encode(tokenizer, forget), encode(tokenizer, retain))
+    forget_enc = encode(tokenizer, forget)
+    if (
+        config.method == "ra2"
+        and config.attract == "value"
+        and all(e.value is None for e in forget_enc)
+    ):
+        raise UnlearnError(
+            "attract='value': no forget example has a value span (meta['value'] and a fast "
+            "tokenizer are needed)"
+        )
+    dataset = ForgetRetainDataset(forget_enc, encode(tokenizer, retain))
     config = config.for_model(model)  # layer from depth; checked only where it is used
     # The caller's model stays as it was: training runs on a copy (unless ``inplace``), and the
     # untouched original serves as the frozen reference when none is given.
