@@ -48,7 +48,7 @@ many training pairs), each on a 3 x 3 grid with the same budget per point and th
 best point, for the reward model and the DPO policy alike (the DPO step sizes were not
 searched separately, for either). The model shape and the world's difficulty were set on
 validation seed 99 by looking at training curves of the joint baseline only; budgets were
-sized to the 15-minute CPU limit at 3 seeds (5 seeds since 2026-12-06: about 19 minutes).
+sized to the 15-minute CPU limit at 3 seeds (5 seeds since 2026-12-06: 737 s on one thread in fp32).
 Nothing was chosen by looking at a target language's method arms or a reported seed (the
 2026-12-06 move of the head-to-head claims to the seed unit and to 5 seeds came after the 0.3
 run's per-seed values were seen: exploratory).
