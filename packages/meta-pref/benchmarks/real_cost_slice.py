@@ -8,7 +8,10 @@ reward-model cost they imply (the DPO half is not timed: it runs a policy and it
 Run from a checkout with the meta-pref venv, two threads (PYTHONPATH=shared/src:packages/
 meta-pref/src):
 
-    OMP_NUM_THREADS=2 python packages/meta-pref/benchmarks/real_cost_slice.py slice.json
+    OMP_NUM_THREADS=2 python packages/meta-pref/benchmarks/real_cost_slice.py slice.json [--dpo]
+
+``--dpo`` also times the DPO half's parts (π_ref's reference log-probs, a meta-DPO outer step,
+the matched joint DPO steps, a DPO adaptation epoch on 100 pairs, a win rate on 100 prompts).
 """
 
 import copy
@@ -73,10 +76,58 @@ def main(out_path: str) -> None:
         + config.rm_adapt.epochs * out["adapt_epoch_100_pairs"] * (3 + 4)
         + 8 * out["reward_accuracy_200"]
     )
+    if "--dpo" in sys.argv:
+        _dpo_half(config, world, tok, pool, out)
     print(json.dumps(out, indent=1))
     with open(out_path, "w") as f:
         json.dump(out, f, indent=1)
 
 
+def _dpo_half(config, world, tok, pool, out) -> None:  # type: ignore[no-untyped-def]
+    """``--dpo``: the DPO half's parts on the same seed: π_ref's reference log-probs of the
+    source pairs, one meta-DPO outer step, the matched joint DPO steps, one trl DPO adaptation
+    epoch on 100 pairs, and the win rate of 100 sampled responses against π_ref's."""
+    from meta_pref.adapt import adapt_policy, win_rate
+    from meta_pref.meta import dpo_objective
+
+    pad = tok.pad_token_id
+    start = time.perf_counter()
+    ref = demo._reference(config, world, tok, SEED).requires_grad_(False)
+    tasks = {c: m.add_reference_logps(ref, m.encode_policy(tok, world.pairs(
+        c, config.source_pairs, seed=SEED)), pad) for c in SOURCES}  # fmt: skip
+    _note(out, "dpo_reference_logps", start)
+    collate = functools.partial(m.collate_policy, pad_id=pad)
+    policy = copy.deepcopy(ref).requires_grad_(True)
+    start = time.perf_counter()
+    meta_train(policy, tasks, dpo_objective(config.beta), collate,
+               dataclasses.replace(config.dpo_meta, outer_steps=1, seed=SEED))  # fmt: skip
+    _note(out, "dpo_meta_outer_step", start)
+    steps = config.dpo_meta.passes_per_step * config.dpo_meta.support // config.joint_batch_size
+    policy = copy.deepcopy(ref).requires_grad_(True)
+    start = time.perf_counter()
+    joint_train(policy, tasks, dpo_objective(config.beta), collate, steps=steps,
+                batch=config.joint_batch_size, lr=config.joint_lr, seed=SEED)  # fmt: skip
+    _note(out, "dpo_joint_matched_steps", start)
+    settings = dataclasses.replace(config.dpo_adapt, epochs=1, seed=SEED, beta=config.beta)
+    start = time.perf_counter()
+    adapted, _ = adapt_policy(copy.deepcopy(ref).requires_grad_(True), ref, tok,
+                              rng_subset(pool, 100, SEED), settings)  # fmt: skip
+    _note(out, "dpo_adapt_epoch_100_pairs", start)
+    prompts = world.eval_prompts("near", config.eval_prompts, seed=5000 + SEED)
+    start = time.perf_counter()
+    win_rate(adapted, ref, tok, prompts,
+             lambda p, r: world.reward_of_text("near", p, r), SEED)  # fmt: skip
+    _note(out, "dpo_win_rate_100_prompts", start)
+    # the DPO half of one seed: 10 outer steps each for meta and joint, 3 adaptations of 4
+    # epochs, 4 win rates against π_ref and one head to head (about as many samples again)
+    out["dpo_half_per_seed_estimate"] = (
+        out["dpo_reference_logps"]
+        + config.dpo_meta.outer_steps * (out["dpo_meta_outer_step"]
+                                         + out["dpo_joint_matched_steps"])
+        + config.dpo_adapt.epochs * out["dpo_adapt_epoch_100_pairs"] * 3
+        + 5 * out["dpo_win_rate_100_prompts"]
+    )  # fmt: skip
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "slice.json")
+    main(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "slice.json")
