@@ -25,6 +25,16 @@ bounded by about the square root of that reliability, so if it is low the gate o
 be passed by longer RL alone. Torch's RNG and the tokenizer's padding side are restored after
 each measurement, so measuring does not change the training run. Writes ``longer_rl.json``
 after every checkpoint (a killed run keeps what it measured).
+
+``--real`` asks the same of ``demo --real``'s setup (``DemoConfig.real().lm``: SmolLM2 as the
+reference, the ``one-op-chat`` task, a LoRA policy) and adds what gates that arm: the gap of
+the policy's ``J`` to the optimum's value ``V*(x) = β log E_ref exp(r/β)`` on the same fresh
+prompts (``premise_near_optimum``, the demo's estimator: reference samples per prompt,
+log-mean-exp), measured at every ``--objective-every`` steps, so how many RLOO steps bring the
+gap under the bar is read from one run on a validation seed::
+
+    OMP_NUM_THREADS=1 python benchmarks/lm_longer_rl.py --real --out DIR --seed 100 \
+        --designs real:0.1:4:4:40 --every 10 --objective-every 10 --objective-prompts 16
 """
 
 from __future__ import annotations
@@ -44,14 +54,15 @@ from progress_advantage.experiment import (
     _label,
     _sample,
     _score,
+    chat_prompt,
+    lm_task,
     prepare_mc,
     reference_model,
 )
 from progress_advantage.metrics import spearman
 from progress_advantage.policy import train_rl_policy
 from progress_advantage.scoring import LogRatioScorer, progress_advantage
-from progress_advantage.soft_advantage import mc_soft_advantages
-from progress_advantage.toy import toy_task
+from progress_advantage.soft_advantage import mc_soft_advantages, soft_value
 from transformers import TrainerCallback
 
 from paperstack.stats import mean_ci
@@ -79,12 +90,11 @@ def fresh_objective(
 ) -> tuple[dict[str, float], float]:
     """Per-prompt ``J = r − β·Σ log π/π_ref`` of the policy on the demo's fresh prompts, and
     its sample accuracy (``run_lm_seed``'s premise measurement, same prompts and seeds)."""
-    task: Any = toy_task()
+    task: Any = lm_task(setup)
     obj_ex = task.generate(setup.n_objective, seed=30_000 + seed, split="train")
+    prompts = [chat_prompt(task, e) for e in obj_ex]
     data = _label(
-        task,
-        obj_ex,
-        _sample(policy, tok, [e.prompt for e in obj_ex], setup.objective_samples, seed + 4, setup),
+        task, obj_ex, _sample(policy, tok, prompts, setup.objective_samples, seed + 4, setup)
     )
     scored = _score(LogRatioScorer(policy, reference, tok, batch_size=setup.batch_size), data.trajs)
     j = {}
@@ -98,17 +108,24 @@ def fresh_objective(
     return j, float(data.success.mean())
 
 
-def reference_objective(reference: Any, tok: Any, setup: LMSetup, seed: int) -> dict[str, float]:
-    task: Any = toy_task()
+def reference_objective(
+    reference: Any, tok: Any, setup: LMSetup, seed: int, beta: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per prompt: the reference's ``J`` (its success rate; its KL to itself is 0) and the
+    optimum's value ``V* = β log mean exp(r/β)`` over the same samples (``run_lm_seed``'s
+    estimator: a log-mean-exp of m samples underestimates ``V*`` a little, never over)."""
+    task: Any = lm_task(setup)
     obj_ex = task.generate(setup.n_objective, seed=30_000 + seed, split="train")
+    prompts = [chat_prompt(task, e) for e in obj_ex]
     data = _label(
-        task,
-        obj_ex,
-        _sample(
-            reference, tok, [e.prompt for e in obj_ex], setup.objective_samples, seed + 3, setup
-        ),
+        task, obj_ex, _sample(reference, tok, prompts, setup.objective_samples, seed + 3, setup)
     )
-    return {str(q): float(data.success[g].mean()) for q, g in enumerate(data.groups)}
+    j = {str(q): float(data.success[g].mean()) for q, g in enumerate(data.groups)}
+    v = {
+        str(q): float(soft_value(data.success[g].astype(float), beta))
+        for q, g in enumerate(data.groups)
+    }
+    return j, v
 
 
 class Checkpoints(TrainerCallback):  # type: ignore[misc]
@@ -137,6 +154,9 @@ def main() -> None:
     p.add_argument("--designs", default="a:0.1:8:8:200,b:0.1:16:8:100")
     p.add_argument("--every", type=int, default=25)
     p.add_argument("--smoke", action="store_true", help="the quick demo's sizes: a pipeline check")
+    p.add_argument("--real", action="store_true", help="demo --real's setup (SmolLM2, LoRA)")
+    p.add_argument("--objective-every", type=int, default=None, help="default: 2 x --every")
+    p.add_argument("--objective-prompts", type=int, default=None, help="default: the setup's")
     args = p.parse_args()
     if args.seed in (0, 1, 2, 3, 4):
         raise SystemExit("lm_longer_rl.py: seeds 0-4 are the reported seeds; use a validation seed")
@@ -144,10 +164,13 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "longer_rl.json"
     setup = LMSetup()
-    if args.smoke:
+    if args.smoke or args.real:
         from progress_advantage.demo import DemoConfig
 
-        setup = DemoConfig.quick().lm
+        setup = DemoConfig.real().lm if args.real else DemoConfig.quick().lm
+    if args.objective_prompts is not None:
+        setup = replace(setup, n_objective=args.objective_prompts)
+    objective_every = args.objective_every or 2 * args.every
     t0 = time.perf_counter()
     reference, tok = reference_model(setup, progress=False)
     out: dict[str, Any] = {
@@ -160,8 +183,11 @@ def main() -> None:
     out["mc_seconds"] = time.perf_counter() - t
     betas = sorted({float(d.split(":")[1]) for d in args.designs.split(",")})
     out["mc_reliability"] = {f"{b:g}": mc_reliability(mc, b) for b in betas}
-    j_ref = reference_objective(reference, tok, setup, args.seed)
+    if len(betas) != 1:
+        raise SystemExit("lm_longer_rl.py: V* is per beta; give designs of one beta")
+    j_ref, v_star = reference_objective(reference, tok, setup, args.seed, betas[0])
     out["J_reference_fresh"] = float(np.mean(list(j_ref.values())))
+    out["V_star_fresh"] = float(np.mean(list(v_star.values())))
     out["designs"] = {}
     print(
         f"reference {out['reference_seconds']:.0f}s, MC {out['mc_seconds']:.0f}s; "
@@ -169,7 +195,7 @@ def main() -> None:
         flush=True,
     )
     path.write_text(json.dumps(out, indent=1))
-    task: Any = toy_task()
+    task: Any = lm_task(setup)
     for design in args.designs.split(","):
         name, beta_s, prompts_s, gens_s, steps_s = design.split(":")
         beta, steps = float(beta_s), int(steps_s)
@@ -206,14 +232,18 @@ def main() -> None:
                 "train_seconds": t1 - started,
                 "mc_spearman": spearman(pa, mc_adv),
             }
-            if step % (2 * args.every) == 0:
+            if step % objective_every == 0:
                 j_pol, acc = fresh_objective(model, reference, tok, setup, beta, args.seed)
                 diff = [j_pol[k] - j_ref[k] for k in j_ref]
                 _, (lo, hi) = mean_ci(diff)
+                gap = [v_star[k] - j_pol[k] for k in v_star]
+                _, (glo, ghi) = mean_ci(gap)
                 point.update(
                     J_policy_fresh=float(np.mean(list(j_pol.values()))),
                     J_minus_reference=float(np.mean(diff)),
                     J_minus_reference_ci95=[lo, hi],
+                    gap_to_optimum=float(np.mean(gap)),
+                    gap_to_optimum_ci95=[glo, ghi],
                     fresh_sample_accuracy=acc,
                 )
             tok.padding_side = padding
