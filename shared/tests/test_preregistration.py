@@ -298,6 +298,34 @@ def test_changes_recorded_after_a_run_are_listed_apart() -> None:
     assert pre.changes_since(undated, [late]) == []
 
 
+def test_a_change_on_the_day_of_a_run_is_ordered_by_its_time() -> None:
+    """A design-history entry may give its time of day (UTC): on the run's own day, one
+    recorded after the run started is listed as after it; one without a time stays before."""
+    from types import SimpleNamespace
+
+    text = CHANGELOG + (
+        "- 2026-12-07 00:46 UTC demo --real: design: a second design, declared before the rerun\n"
+        "- 2026-12-07 02:30 UTC demo --real: claim: a claim added once the rerun was seen\n"
+        "- 2026-12-07 demo --real: task: no time given\n"
+    )
+    changes = pre.design_history(text)
+    real = [c for c in changes if c.command == "demo --real"]
+    assert [c.time for c in real] == ["", "00:46", "02:30"]  # sorted by date, then time
+    assert real[1].when == "2026-12-07 00:46 UTC"
+    # started 00:47 UTC; the same instant written in another zone reads the same
+    for started in ("2026-12-07T00:47:30+00:00", "2026-12-06T19:47:30-05:00"):
+        run = SimpleNamespace(manifest=SimpleNamespace(started=started))
+        assert [c.time for c in pre.changes_since(run, changes)] == ["02:30"]
+    section = pre.history_section(changes, "demo --real", later=pre.changes_since(run, changes))
+    before, _, after = section.partition("**Recorded after this run**")
+    assert "2026-12-07 00:46 UTC (design)" in before
+    assert "2026-12-07 (task)" in before
+    assert "2026-12-07 02:30 UTC (claim)" in after
+    assert "02:30" not in before
+    with pytest.raises(pre.PreregistrationError, match="HH:MM UTC"):
+        pre.design_history(CHANGELOG + "- 2026-12-07 25:00 UTC demo: design: no such hour\n")
+
+
 def test_collect_refreshes_derived_sections_of_older_reports(tmp_path: Path) -> None:
     """A report written before the core gained a section gets it from ``paperstack collect``
     without rerunning the demo; the intro and figures it had are kept."""

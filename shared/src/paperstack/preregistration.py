@@ -27,18 +27,23 @@ Design history: a package's CHANGELOG.md carries a section ``## Design history``
 
     - 2026-12-05 demo: seeds: moved to 3-7 after seeds 0-2 were seen (exploratory)
     - 2026-12-06 demo --real: task: one-operation problems (validation seed 100)
+    - 2026-12-07 00:46 UTC demo --real: design: a second design, declared before its rerun
 
-(date, command, kind, text), one per change of design, seed set, margin, claim, statistic,
-task or budget made after an earlier run of that command. The command is the declaration's
-table: ``demo`` for the toy demo, ``demo --real`` for its real-model variant, so a change to
-one arm is listed in that arm's report only. :func:`design_history` parses it and
-every report.md lists the entries for its command, so the report alone tells a reader what was
-decided after looking.
+(date, optional time of day in UTC, command, kind, text), one per change of design, seed set,
+margin, claim, statistic, task or budget made after an earlier run of that command. The command
+is the declaration's table: ``demo`` for the toy demo, ``demo --real`` for its real-model
+variant, so a change to one arm is listed in that arm's report only. :func:`design_history`
+parses it and every report.md lists the entries for its command, so the report alone tells a
+reader what was decided after looking. A report refreshed later (``paperstack collect``) lists
+apart the entries recorded after its run: dated after the day the run started, or dated that
+day with a time after the run's start (an entry of the run's day without a time counts as
+before it, so give the time when a change and a run share a day).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import re
 import subprocess
@@ -448,8 +453,8 @@ def check(results: Any, where: Path) -> str:
 # -- design history ----------------------------------------------------------------------------
 
 _LINE = re.compile(
-    r"^- (?P<date>\d{4}-\d{2}-\d{2}) (?P<command>[\w-]+(?: --[\w-]+)*): (?P<kind>[a-z]+): "
-    r"(?P<text>.+)$"
+    r"^- (?P<date>\d{4}-\d{2}-\d{2})(?: (?P<time>(?:[01]\d|2[0-3]):[0-5]\d) UTC)? "
+    r"(?P<command>[\w-]+(?: --[\w-]+)*): (?P<kind>[a-z]+): (?P<text>.+)$"
 )
 
 
@@ -461,15 +466,22 @@ class Change:
     command: str
     kind: str
     text: str
+    #: ``HH:MM`` (UTC) or ``""``: what orders a change against a run of the same day.
+    time: str = ""
+
+    @property
+    def when(self) -> str:
+        """The date, and the time of day where the entry gives one."""
+        return f"{self.date} {self.time} UTC" if self.time else self.date
 
 
 def design_history(changelog: str, source: str = "CHANGELOG.md") -> list[Change]:
     """The entries of the ``## Design history`` section of a CHANGELOG text, oldest first.
 
     Continuation lines (indented) join the entry above; a line that starts with ``- `` but does
-    not read ``- YYYY-MM-DD command: kind: text`` with a known kind is an error naming it, so a
-    typo cannot drop a change from every report silently. ``command`` may carry flags that
-    name a declaration table (``demo --real``)."""
+    not read ``- YYYY-MM-DD [HH:MM UTC] command: kind: text`` with a known kind is an error
+    naming it, so a typo cannot drop a change from every report silently. ``command`` may carry
+    flags that name a declaration table (``demo --real``)."""
     lines = changelog.splitlines()
     try:
         start = next(i for i, s in enumerate(lines) if s.strip().lower() == "## design history")
@@ -484,14 +496,16 @@ def design_history(changelog: str, source: str = "CHANGELOG.md") -> list[Change]
             if match is None or match["kind"] not in KINDS:
                 raise PreregistrationError(
                     f"{source}:{number}: a design-history line reads "
-                    f"'- YYYY-MM-DD command: kind: text' with kind one of {', '.join(KINDS)}: "
+                    f"'- YYYY-MM-DD [HH:MM UTC] command: kind: text' with kind one of "
+                    f"{', '.join(KINDS)}: "
                     f"{line[:80]!r}"
                 )
-            out.append(Change(**match.groupdict()))
+            fields = match.groupdict()
+            out.append(Change(**{**fields, "time": fields["time"] or ""}))
         elif line.startswith((" ", "\t")) and line.strip() and out:
             last = out[-1]
             out[-1] = dataclasses.replace(last, text=f"{last.text} {line.strip()}")
-    return sorted(out, key=lambda c: c.date)
+    return sorted(out, key=lambda c: (c.date, c.time))
 
 
 def changelog_for(anchor: Anchor) -> Path | None:
@@ -537,7 +551,7 @@ def history_section(
             "earlier run is recorded in the package's CHANGELOG.\n"
         )
     else:
-        lines = [f"- {c.date} ({c.kind}): {c.text}" for c in mine]
+        lines = [f"- {c.when} ({c.kind}): {c.text}" for c in mine]
         text = head + (
             "Changes made after an earlier run of this command (from the package's CHANGELOG); "
             "a run after a change marked exploratory does not confirm its claims:\n\n"
@@ -545,7 +559,7 @@ def history_section(
             + "\n"
         )
     if after:
-        lines = [f"- {c.date} ({c.kind}): {c.text}" for c in after]
+        lines = [f"- {c.when} ({c.kind}): {c.text}" for c in after]
         text += (
             "\n**Recorded after this run** (not in these results: the command must be rerun "
             "to reflect them):\n\n" + "\n".join(lines) + "\n"
@@ -554,12 +568,29 @@ def history_section(
 
 
 def changes_since(results: Any, changes: Sequence[Change]) -> list[Change]:
-    """The entries of ``changes`` dated after the day the run of ``results`` started: recorded
-    since, so not in its results. By date, not by the CHANGELOG at the run's revision, because
-    a history may be written down after the fact (its entries dated when the change was made);
-    an entry of the run's own day counts as before it."""
-    day = (results.manifest.started or "")[:10]
-    return [c for c in changes if day and c.date > day]
+    """The entries of ``changes`` made after the run of ``results`` started: recorded since, so
+    not in its results. By the entry's date (and time of day, UTC, where it gives one), not by
+    the CHANGELOG at the run's revision, because a history may be written down after the fact
+    (its entries dated when the change was made). An entry of the run's own day counts as
+    before it unless its time is later than the run's start (to the minute)."""
+    started = str(results.manifest.started or "")
+    day = started[:10]
+    if not day:
+        return []
+    clock = ""
+    try:
+        at = datetime.datetime.fromisoformat(started)
+    except ValueError:
+        at = None
+    if at is not None:
+        if at.tzinfo is not None:
+            at = at.astimezone(datetime.timezone.utc)
+        day, clock = at.strftime("%Y-%m-%d"), at.strftime("%H:%M")
+    return [
+        c
+        for c in changes
+        if c.date > day or (c.date == day and c.time and clock and c.time > clock)
+    ]
 
 
 def history_for(anchor: Anchor, command: str) -> str:
