@@ -36,7 +36,33 @@ VARIANTS: dict[str, tuple[dict[str, int], str, int, float]] = {
     "cd2-choices": ({"n_numbers": 2}, "oneop-choices", 24, 1.0),
     "cd2-choices-t0.7": ({"n_numbers": 2}, "oneop-choices", 24, 0.7),
     "cd2-oneop-t0.7": ({"n_numbers": 2}, "oneop", 24, 0.7),
+    # Probe-only (not a demo prompt style yet): worked examples as earlier chat turns, the
+    # shape that lifted SmolLM2 from 5% to 45% on one-operation arithmetic in
+    # progress-advantage's task probe; a shrunk real arm needs a base pass@1 well above 0.014.
+    "cd2-chat-t0.7": ({"n_numbers": 2}, "chat", 24, 0.7),
+    "cd2-chat-t1": ({"n_numbers": 2}, "chat", 24, 1.0),
 }
+
+#: ``chat``: one worked example per operation as earlier turns (none is a validation problem
+#: of seed 4321's first 16: checked in ``chat_messages``), then the problem in the same words.
+CHAT_EXAMPLES = (((2, 6), 12, "2*6=12"), ((3, 9), 6, "9-3=6"), ((4, 5), 9, "4+5=9"),
+                 ((4, 8), 2, "8/4=2"))  # fmt: skip
+
+
+def chat_messages(numbers: list[int], target: int) -> list[dict[str, str]]:
+    """The ``chat`` variant's conversation for one problem."""
+    if any(sorted(numbers) == sorted(n) and target == t for n, t, _ in CHAT_EXAMPLES):
+        raise SystemExit(f"real_probe.py: problem {numbers} -> {target} is a worked example")
+    head = ("Combine the numbers with + - * / (each number used once) to get the target. "
+            "Reply with only the expression and its value.\n")  # fmt: skip
+    messages: list[dict[str, str]] = []
+    for i, (n, t, answer) in enumerate(CHAT_EXAMPLES):
+        user = f"Numbers {n[0]} {n[1]}, target {t}."
+        messages += [{"role": "user", "content": (head if i == 0 else "") + user},
+                     {"role": "assistant", "content": answer}]  # fmt: skip
+    nums = " ".join(str(x) for x in numbers)
+    messages.append({"role": "user", "content": f"Numbers {nums}, target {target}."})
+    return messages
 
 
 def main() -> None:
@@ -53,12 +79,14 @@ def main() -> None:
     for name in a.variants.split(","):
         params, style, max_new, temperature = VARIANTS[name]
         task = tasks.get("countdown", **params)
-        examples = pose(task.generate(a.problems, seed=VALIDATION_PROBLEM_SEED, split="train"),
-                        style)  # fmt: skip
+        problems = task.generate(a.problems, seed=VALIDATION_PROBLEM_SEED, split="train")
+        examples = problems if style == "chat" else pose(problems, style)
         cpu0 = time.process_time()
-        texts = [tok.apply_chat_template([{"role": "user", "content": e.prompt}],
-                                         add_generation_prompt=True, tokenize=False)
-                 for e in examples]  # fmt: skip
+        conversations = [chat_messages(list(e.meta["numbers"]), e.meta["target"])
+                         if style == "chat" else [{"role": "user", "content": e.prompt}]
+                         for e in examples]  # fmt: skip
+        texts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
+                 for c in conversations]  # fmt: skip
         encoded = tok(texts, add_special_tokens=False)["input_ids"]
         groups: dict[int, list[int]] = {}
         for i, ids in enumerate(encoded):
@@ -87,12 +115,12 @@ def main() -> None:
         passk = {k: float(pass_at_k(a.samples, c, k).mean()) for k in ks}
         cpu = time.process_time() - cpu0
         results[name] = {"correct": c.tolist(), "pass@k": passk, "cpu_s": cpu,
-                         "prompt": examples[0].prompt,
+                         "prompt": texts[0],
                          "example_completions": answers[0][:2]}  # fmt: skip
         print(f"{name}: pass@k {json.dumps({k: round(v, 3) for k, v in passk.items()})}, "
               f"solved {int((c > 0).sum())}/{len(c)}, correct per problem {c.tolist()}, "
               f"{cpu:.0f} CPU-s", flush=True)  # fmt: skip
-        print(f"  prompt: {examples[0].prompt!r}", flush=True)
+        print(f"  prompt: {texts[0][-160:]!r}", flush=True)
         for t in answers[0][:2]:
             print(f"  sample: {t!r}", flush=True)
     if a.out:
