@@ -177,6 +177,18 @@ def test_real_claims_are_the_declared_ones():
     assert preregistration.select(decls, "demo", {"real": False}).when is None
 
 
+def test_only_ra2_attracts_the_value_positions_in_the_declared_design():
+    """The second declaration: RA^2 attracts the value's positions, every other method keeps
+    its own loss positions, and the level and grid are the declared ones."""
+    assert real.REAL.config("ra2").attract == "value"
+    for method in ("rmu", "ga", "graddiff", "npo", "simnpo"):
+        assert real.REAL.config(method).attract == "carrying"
+    assert real.REAL.forget_target == 0.40
+    assert real.REAL.lr_grid == (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+    first = replace(real.REAL, ra2_attract="carrying")
+    assert first.config("ra2").attract == "carrying"
+
+
 def test_real_refuses_methods(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["demo", "--real", "--methods", "ga", "--out", str(tmp_path / "o")])
