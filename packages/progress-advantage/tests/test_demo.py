@@ -43,6 +43,10 @@ def test_demo_real_runs_on_a_tiny_budget(tmp_path, monkeypatch):
     rows = {(r.system, r.metric, r.split) for r in results.rows}
     assert ("RL policy", "objective_gap", "lm-b0.1-train") in rows
     assert ("KL-optimal policy (MC estimate)", "kl_regularised_objective", "lm-b0.1-train") in rows
+    # the declared mixture estimate of V*, with the reference-only plug-in reported beside it
+    assert results.manifest.config["demo"]["lm"]["optimum_estimator"] == "mixture"
+    plugin = ("KL-optimal policy (reference samples only)", "kl_regularised_objective")
+    assert (*plugin, "lm-b0.1-train") in rows
     claims = {c.id: c for c in results.claims}
     assert "premise_near_optimum_b01" in claims
     assert claims["mc_agreement_b01"].requires == ("premise_near_optimum_b01",)

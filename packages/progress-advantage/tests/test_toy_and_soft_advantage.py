@@ -10,6 +10,7 @@ from progress_advantage.merging import merged_reference
 from progress_advantage.soft_advantage import (
     StepPrefixes,
     mc_soft_advantages,
+    optimum_value_mixture,
     rollout_rewards,
     soft_value,
 )
@@ -71,6 +72,61 @@ def test_soft_value_known_answers():
     assert soft_value([[1.0, 0.0], [0.0, 0.0]], 0.1).shape == (2,)
     with pytest.raises(ProgressAdvantageError, match="beta"):
         soft_value([1.0], 0.0)
+
+
+def test_optimum_mixture_is_the_plugin_when_the_policy_is_the_reference():
+    ref, pol = [1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]
+    got = optimum_value_mixture(ref, np.zeros(3), pol, np.zeros(4), 0.1)
+    assert got == pytest.approx(float(soft_value(ref + pol, 0.1)))
+
+
+def test_optimum_mixture_fills_in_a_prompt_the_reference_never_solved():
+    """Known answer: pi_ref solves with p = 0.05, the policy with 0.8 (one success string).
+    16 failed reference samples read V* = 0 by the plug-in; the mixture, given the policy's 16
+    successes, reads beta log(16 e^10 / (16 + 16 * 16) + 16 / (16 + 16 * w_fail))."""
+    beta, w_ok, w_fail = 0.1, 0.8 / 0.05, 0.2 / 0.95
+    ref_r, ref_lr = np.zeros(16), np.full(16, np.log(w_fail))
+    pol_r, pol_lr = np.ones(16), np.full(16, np.log(w_ok))
+    assert float(soft_value(ref_r, beta)) == 0.0
+    got = optimum_value_mixture(ref_r, ref_lr, pol_r, pol_lr, beta)
+    want = beta * np.log(16 * np.exp(1 / beta) / (16 + 16 * w_ok) + 16 / (16 + 16 * w_fail))
+    assert got == pytest.approx(want)
+    truth = beta * np.log(0.95 + 0.05 * np.exp(1 / beta))  # 0.70
+    assert abs(got - truth) < 0.03
+
+
+def test_optimum_mixture_is_unbiased_for_the_exponential_moment():
+    """Over many draws from a small categorical world, mean(exp(V_hat / beta)) is
+    E_ref exp(r / beta), whichever policy drew the second half of the samples."""
+    rng = np.random.default_rng(0)
+    beta = 0.5
+    reward = np.array([0.0, 0.0, 1.0, 1.0])
+    p_ref = np.array([0.6, 0.3, 0.07, 0.03])
+    p_pol = np.array([0.2, 0.1, 0.5, 0.2])
+    truth = float(p_ref @ np.exp(reward / beta))
+    m, n, reps = 4, 4, 20_000
+    ys_ref = rng.choice(4, size=(reps, m), p=p_ref)
+    ys_pol = rng.choice(4, size=(reps, n), p=p_pol)
+    log_w = np.log(p_pol / p_ref)
+    est = [
+        np.exp(optimum_value_mixture(reward[a], log_w[a], reward[b], log_w[b], beta) / beta)
+        for a, b in zip(ys_ref, ys_pol, strict=True)
+    ]
+    assert np.mean(est) == pytest.approx(truth, rel=0.02)
+    # the reference's samples alone: unbiased too, but far noisier at the same m
+    plugin = [np.exp(float(soft_value(reward[a], beta)) / beta) for a in ys_ref]
+    assert np.std(est) < 0.7 * np.std(plugin)
+
+
+def test_optimum_mixture_refuses_bad_input():
+    with pytest.raises(ProgressAdvantageError, match="beta"):
+        optimum_value_mixture([1.0], [0.0], [], [], 0.0)
+    with pytest.raises(ProgressAdvantageError, match="one log-ratio per sample"):
+        optimum_value_mixture([1.0, 0.0], [0.0], [], [], 0.1)
+    with pytest.raises(ProgressAdvantageError, match="no reference samples"):
+        optimum_value_mixture([], [], [1.0], [0.0], 0.1)
+    with pytest.raises(ProgressAdvantageError, match="not finite"):
+        optimum_value_mixture([1.0], [np.inf], [], [], 0.1)
 
 
 def test_mc_soft_advantages_telescope_to_the_value_change():
@@ -176,3 +232,10 @@ def test_step_prefixes_keep_the_turns_before_the_completion():
     bad = Trajectory(messages=(*traj.messages, *extra), steps=traj.steps)
     with pytest.raises(ProgressAdvantageError, match="last assistant turn"):
         StepPrefixes([bad])
+
+
+def test_lm_setup_refuses_an_unknown_optimum_estimator():
+    from progress_advantage.experiment import LMSetup
+
+    with pytest.raises(ProgressAdvantageError, match="optimum_estimator: 'exact' is not one of"):
+        LMSetup(optimum_estimator="exact")

@@ -41,6 +41,7 @@ from progress_advantage.evaluation import Uses, choose_best, mean_of
 from progress_advantage.experiment import (
     CONFIDENCE,
     OPTIMUM,
+    OPTIMUM_PLUGIN,
     PA,
     LMOutcome,
     LMSetup,
@@ -120,15 +121,25 @@ class DemoConfig:
         in the reward, at beta 0.1 only. The convergence premise is measured as in the MDP
         arm: the gap of the policy's objective to the optimum's value, which gates the MC
         agreement, which gates the claims. Sizes fixed on validation seed 100 from timed
-        slices (CHANGELOG, design history) before any run of this arm on a reported seed."""
+        slices (CHANGELOG, design history) before any run of this arm on a reported seed.
+
+        Revised 2026-12-07 (second design, after the first run, from validation seed 100
+        only: ``benchmarks/validation/real_longer_rl``): a fixed 20 RLOO steps (the gap
+        reached the optimum's neighbourhood between 10 and 20 steps; the first run stopped at
+        10-15); the gap on 24 prompts x 16 samples a seed (the interval was +-0.15 at 16
+        prompts x 8), with ``V*`` from the reference's and the policy's samples together
+        (:func:`~progress_advantage.soft_advantage.optimum_value_mixture`: the plug-in reads 0
+        for a prompt the reference's few samples never solved and flatters the gap); MC soft
+        advantages from 16 rollouts per prefix of 32 reference samples (19 pairs, half tied
+        at zero, at 8 of 12)."""
         rl = RLSettings(
             learning_rate=2e-4,
             prompts_per_step=4,
             num_generations=4,
             max_completion_length=16,
             train_prompts=128,
-            min_steps=10,
-            max_steps=15,
+            min_steps=20,
+            max_steps=20,
             window=5,
             lora_r=16,
         )
@@ -137,16 +148,17 @@ class DemoConfig:
                 model="smollm2-135m-instruct",
                 task="one-op-chat",
                 objective_gap=True,
+                optimum_estimator="mixture",
                 rl=rl,
                 betas=(0.1,),
                 n_test=24,
                 n_val=8,
                 n_prm=8,
-                n_objective=8,
-                objective_samples=8,
+                n_objective=24,
+                objective_samples=16,
                 n_candidates=4,
-                mc_trajectories=12,
-                mc_rollouts=8,
+                mc_trajectories=32,
+                mc_rollouts=16,
                 max_new_tokens=16,
                 batch_size=64,
             ),
@@ -338,7 +350,7 @@ def build_rows(
                     split=split,
                 )
             )
-            for system in ("RL policy", "reference", OPTIMUM):
+            for system in ("RL policy", "reference", OPTIMUM, OPTIMUM_PLUGIN):
                 if not all(system in b.objective for _, b in b_outs):
                     continue
                 pooled = _pooled([{"x": b.objective[system]} for _, b in b_outs])["x"]
@@ -701,12 +713,31 @@ def _intro(
         )
         + f"beta in {list(lm.betas)} an RLOO policy (trl, KL in the reward, no std scaling, lr "
         f"{lm.rl.learning_rate:g}, {lm.rl.prompts_per_step} prompts x {lm.rl.num_generations} "
-        f"completions per step, stopped at a plateau of r - beta*KL over {lm.rl.window}-step "
-        f"windows, {lm.rl.min_steps}-{lm.rl.max_steps} steps); {lm.n_candidates} samples for "
+        f"completions per step, "
+        + (
+            f"a fixed {lm.rl.max_steps} steps"
+            if lm.rl.min_steps == lm.rl.max_steps
+            else f"stopped at a plateau of r - beta*KL over {lm.rl.window}-step windows, "
+            f"{lm.rl.min_steps}-{lm.rl.max_steps} steps"
+        )
+        + f"); {lm.n_candidates} samples for "
         f"each of {lm.n_test} test and {lm.n_val} validation problems per seed, seeds "
         f"{list(run.seeds[: config.lm_seeds])}; Monte-Carlo soft advantages from "
         f"{lm.mc_rollouts} reference rollouts per step prefix of {lm.mc_trajectories} "
-        "reference samples. Best-of-N and attribution hits are per item (paired bootstrap), "
+        "reference samples"
+        + (
+            f"; the gap to the KL-regularised optimum on {lm.n_objective} training-split "
+            f"prompts per seed, {lm.objective_samples} reference and {lm.objective_samples} "
+            "policy samples each, V* "
+            + (
+                "from both sets of samples (importance-weighted mixture)"
+                if lm.optimum_estimator == "mixture"
+                else "from the reference's samples"
+            )
+            if lm.objective_gap
+            else ""
+        )
+        + ". Best-of-N and attribution hits are per item (paired bootstrap), "
         "AUROC and Spearman per seed (paired t). CPU only, one torch thread; GPU not measured.",
         "",
         "Baselines chosen on validation: "

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from progress_advantage.errors import ProgressAdvantageError
 from progress_advantage.evaluation import Uses, evaluate_uses
 from progress_advantage.mdp import (
     Convergence,
@@ -42,6 +43,8 @@ from progress_advantage.toy import SFT_STEPS
 __all__ = [
     "CONFIDENCE",
     "OPTIMUM",
+    "OPTIMUM_ESTIMATORS",
+    "OPTIMUM_PLUGIN",
     "PA",
     "LMOutcome",
     "LMSetup",
@@ -59,8 +62,11 @@ __all__ = [
 #: The same pattern the task's verifier uses for the final line.
 _ANSWER = re.compile(r"^\s*Answer:\s*(-?\d+)\s*$", re.IGNORECASE)
 PA = "progress-advantage"
-#: The KL-regularised optimum's value per prompt, estimated from reference samples.
+#: The KL-regularised optimum's value per prompt, estimated by LMSetup.optimum_estimator.
 OPTIMUM = "KL-optimal policy (MC estimate)"
+#: The same from the reference's samples alone, reported beside a mixture estimate.
+OPTIMUM_PLUGIN = "KL-optimal policy (reference samples only)"
+OPTIMUM_ESTIMATORS = ("reference", "mixture")
 CONFIDENCE = ("mean-logprob", "self-certainty", "bottom10-confidence")
 
 
@@ -176,9 +182,20 @@ class LMSetup:
     # problems with the format spelled out, for a pretrained instruct model), or a name in
     # toy.REAL_VARIANTS (demo --real: "one-op-chat").
     task: str = "toy"
-    # Also estimate the KL-regularised optimum's value per objective prompt from the
-    # reference's samples, V*(x) = beta log E_ref exp(r/beta), and the policy's gap to it.
+    # Also estimate the KL-regularised optimum's value per objective prompt,
+    # V*(x) = beta log E_ref exp(r/beta), and the policy's gap to it: from the reference's
+    # samples alone ("reference", the plug-in soft_value) or from the reference's and the
+    # policy's samples together ("mixture", soft_advantage.optimum_value_mixture, which does
+    # not read 0 for a prompt the reference's few samples never solved).
     objective_gap: bool = False
+    optimum_estimator: str = "reference"
+
+    def __post_init__(self) -> None:
+        if self.optimum_estimator not in OPTIMUM_ESTIMATORS:
+            raise ProgressAdvantageError(
+                f"LMSetup.optimum_estimator: {self.optimum_estimator!r} is not one of "
+                f"{', '.join(OPTIMUM_ESTIMATORS)}"
+            )
 
 
 def lm_task(setup: LMSetup) -> Any:
@@ -295,6 +312,12 @@ def _score(scorer: Any, trajs: Sequence[Any], **kw: Any) -> list[Any]:
     live = [t for t in trajs if t is not None]
     scored = iter(scorer.score(live, **kw)) if live else iter([])
     return [next(scored) if t is not None else None for t in trajs]
+
+
+def _log_ratios(scored: Sequence[Any]) -> np.ndarray:
+    """Each sample's sequence log-ratio ``log π/π_ref``: the sum over its steps (the EOS token
+    is in no step; an unscorable, empty completion counts as 0, a ratio of 1)."""
+    return np.array([0.0 if ts is None else float(ts.log_ratio.sum()) for ts in scored])
 
 
 def _step_labels(data: Labelled, scored: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -460,7 +483,7 @@ def run_lm_seed(
     from progress_advantage.policy import train_rl_policy
     from progress_advantage.prm import ProcessRewardModel
     from progress_advantage.scoring import LogRatioScorer, progress_advantage
-    from progress_advantage.soft_advantage import soft_value
+    from progress_advantage.soft_advantage import optimum_value_mixture, soft_value
 
     task: Any = lm_task(setup)
     test_ex = task.generate(setup.n_test, seed=seed, split="test")
@@ -551,14 +574,31 @@ def run_lm_seed(
                 values.append(float(obj.success[i]) - beta * kl)
             j_pol[f"{seed}:{q}"] = float(np.mean(values))
 
-        # The optimum's value on the same prompts, from the reference's own samples there
-        # (r is 0/1; a log-mean-exp of m samples underestimates V* a little, never over).
+        # The optimum's value on the same prompts. The plug-in from the reference's own
+        # samples (r is 0/1) is 0 wherever they never succeeded, so it is biased low, much at
+        # beta 0.1; the mixture estimate adds the policy's samples, weighted by pi_ref/pi.
         optimum: dict[str, dict[str, float]] = {}
         if setup.objective_gap:
-            optimum[OPTIMUM] = {
+            plugin = {
                 f"{seed}:{q}": float(soft_value(obj_ref.success[g].astype(float), beta))
                 for q, g in enumerate(obj_ref.groups)
             }
+            if setup.optimum_estimator == "mixture":
+                ref_lr = _log_ratios(_score(scorer, obj_ref.trajs))
+                pol_lr = _log_ratios(obj_scored)
+                optimum[OPTIMUM] = {
+                    f"{seed}:{q}": optimum_value_mixture(
+                        obj_ref.success[gr].astype(float),
+                        ref_lr[gr],
+                        obj.success[gp].astype(float),
+                        pol_lr[gp],
+                        beta,
+                    )
+                    for q, (gr, gp) in enumerate(zip(obj_ref.groups, obj.groups, strict=True))
+                }
+                optimum[OPTIMUM_PLUGIN] = plugin
+            else:
+                optimum[OPTIMUM] = plugin
 
         # A process reward model on the toy's own step labels (policy rollouts, train split).
         prm_data = _label(
