@@ -203,6 +203,39 @@ def test_demo_real_runs_every_part_on_a_tiny_budget(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_a_real_seed_is_the_same_run_alone_or_after_another(tmp_path, monkeypatch):
+    """What keeping a seed as a resumable part (``run.resumable``) rests on: seed 1 of `demo
+    --real --quick` (a zoo Llama as the checkpoint, trl's reward and DPO trainers) gives the
+    same values whether seed 0 ran before it in the process or not, so a resumed run or one
+    split over processes writes the numbers of one uninterrupted run."""
+    import dataclasses
+
+    from meta_pref import demo
+
+    from paperstack.testing import zoo
+
+    tiny = dataclasses.replace(demo.REAL_QUICK, model=str(zoo.checkpoint("llama")))
+    monkeypatch.setattr(demo, "REAL_QUICK", tiny)
+    runs = {}
+    for seeds in ("0,1", "1"):
+        out = tmp_path / seeds
+        assert main(["demo", "--real", "--quick", "--seeds", seeds, "--no-progress",
+                     "--out", str(out)]) == 0  # fmt: skip
+        runs[seeds] = load_results(out / "results.json")
+
+    def seed_one(results):
+        return {
+            (r.system, r.metric, r.split): r.seeds["1"] if "1" in r.seeds else r.seeds[1]
+            for r in results.rows
+            if r.seeds and r.metric != "init_seconds"  # a timing, not a result
+        }
+
+    alone, after = seed_one(runs["1"]), seed_one(runs["0,1"])
+    assert alone
+    assert {k: v for k, v in after.items() if k in alone} == alone
+
+
+@pytest.mark.slow
 def test_demo_real_quick_on_smollm2(tmp_path, smollm2):
     out = tmp_path / "real"
     argv = ["demo", "--real", "--quick", "--seeds", "0", "--no-progress", "--out", str(out)]

@@ -83,6 +83,35 @@ def test_real_quick_runs_every_part_on_a_zoo_llama(tmp_path):
 
 @pytest.mark.usefixtures("frozen_heap")
 @pytest.mark.slow
+def test_a_rerun_resumes_every_finished_part_with_the_same_rows(tmp_path, monkeypatch):
+    """As from a clean checkout: the second run of the same command loads the base model's
+    accuracy, the validation seed and the reported seed from the parts folder (no training)
+    and writes the rows the first run wrote."""
+    pytest.importorskip("peft")
+    from paperstack import records
+    from paperstack.testing.zoo import checkpoint
+
+    monkeypatch.setattr(records, "_git_revision", lambda: "0123456789abcdef")
+    monkeypatch.setattr(records, "_git_dirty", lambda: None)
+    out = tmp_path / "real"
+    argv = ["demo", "--real", "--quick", "--no-progress", "--model", str(checkpoint("llama")),
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    first = _check(out, [0])
+    assert first.manifest.resumed is None
+    monkeypatch.setattr(real._Arm, "train", lambda *a: pytest.fail("a finished part retrained"))
+    assert main(argv) == 0
+    again = _check(out, [0])
+    assert [p["key"] for p in again.manifest.resumed or []] == [
+        "base",
+        "validation-99",
+        f"seed-0-{again.manifest.config['best_baseline']}",
+    ]
+    assert [r.model_dump() for r in again.rows] == [r.model_dump() for r in first.rows]
+
+
+@pytest.mark.usefixtures("frozen_heap")
+@pytest.mark.slow
 def test_real_quick_on_smollm2(tmp_path):
     pytest.importorskip("peft")
     from paperstack import models

@@ -16,7 +16,9 @@ Both commands get the common flags: ``--out`` (a directory; an existing file is 
 ``--quick``, ``--seed`` (the first seed), ``--seeds`` (``0,1,2`` or ``0-4``: the seeds
 themselves), ``--device`` (``cpu``, ``cuda[:N]``; one clear error when the device is not there),
 ``--model`` (a hub id or a local path; a local path that does not exist is one error at once,
-not a minute of hub retries), ``--no-progress``. The common flow is then the same everywhere:
+not a minute of hub retries), ``--no-progress``, ``--parts DIR`` (where the run's resumable
+parts are kept, default ``OUT/.parts``: :meth:`Run.resumable`, :mod:`paperstack.resume`). The
+common flow is then the same everywhere:
 check the flags, prepare the output folder, collect the manifest, run, write ``results.json``
 (``bench.json`` for bench) atomically, write ``report.md`` with the figures, print every claim
 with its verdict, and exit 0, also when claims do not hold (a claim that fails is a result, not
@@ -49,9 +51,11 @@ from paperstack.records import (
     Results,
     Row,
     output_dir,
+    prepare_out_dir,
     verdict_counts,
     write_results,
 )
+from paperstack.resume import PARTS_DIRNAME, Parts
 
 __all__ = [
     "ContractCLI",
@@ -191,6 +195,16 @@ class Run:
     device: str
     model: str | None
     show_progress: bool
+    #: The run's resumable parts (:mod:`paperstack.resume`); None: every part is computed.
+    parts: Parts | None = None
+
+    def resumable(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``'s JSON value, kept as the part ``key`` so that a rerun of the same
+        command, flags and git revision loads it instead (:mod:`paperstack.resume`: the key
+        must name what the value depends on besides the flags, e.g. ``f"seed-{seed}"``)."""
+        if self.parts is None:
+            return Parts(self.out, "", "", self.command, {}, None).get(key, compute)
+        return self.parts.get(key, compute)
 
     def log(self, message: str) -> None:
         """One line on stderr, prefixed by the program's name."""
@@ -349,6 +363,14 @@ class ContractCLI:
             help=spec.model or "not used: this command builds its own models",
         )
         p.add_argument("--no-progress", action="store_true", help="no progress bars or lines")
+        p.add_argument(
+            "--parts",
+            type=_folder_path,
+            default=None,
+            help="folder of the run's resumable parts (default OUT/.parts): a rerun at the same "
+            "revision with the same flags loads the parts already computed; processes with "
+            "disjoint --seeds can share one",
+        )
 
     # ------------------------------------------------------------------ running
 
@@ -391,6 +413,8 @@ class ContractCLI:
         # The design history of the table this run is bound to (``demo --real`` for a variant).
         table = declared["table"] if declared is not None else spec.name
         history = preregistration.history_for(spec.func, table)
+        if args.parts is not None:
+            prepare_out_dir(args.parts)  # a bad --parts fails now, not at the first part's end
         with output_dir(args.out) as out:
             run = Run(
                 prog=self.prog,
@@ -405,16 +429,30 @@ class ContractCLI:
                 show_progress=not args.no_progress,
             )
             config = {
-                k: v for k, v in vars(args).items() if k not in ("command", "out", "no_progress")
+                k: v
+                for k, v in vars(args).items()
+                if k not in ("command", "out", "no_progress", "parts")
             }
             config.update(seeds=list(seeds), device=device, model=model)
             manifest = Manifest.collect(self.dist, self.version, seed=seeds[0], config=config)
             manifest = manifest.model_copy(update={"preregistration": declared})
+            run.parts = Parts(
+                args.parts if args.parts is not None else out / PARTS_DIRNAME,
+                self.dist,
+                self.version,
+                spec.name,
+                vars(args),
+                manifest.git_revision,
+                log=run.log,
+            )
             started = time.perf_counter()
             report = spec.func(run)
             seconds = time.perf_counter() - started
             manifest = manifest.model_copy(
-                update={"config": {**manifest.config, **_jsonable(report.config)}}
+                update={
+                    "config": {**manifest.config, **_jsonable(report.config)},
+                    "resumed": run.parts.resumed or None,
+                }
             )
             results = Results(manifest=manifest.finish(), rows=report.rows, claims=report.claims)
             path = write_results(out / spec.filename, results)
@@ -493,6 +531,13 @@ def _number(text: str, kind: type[int] | type[float]) -> float:
 
 #: The largest integer a flag takes: what fits a signed 64-bit integer (numpy, torch, C).
 _MAX_INT = 2**63 - 1
+
+
+def _folder_path(text: str) -> Path:
+    """A folder flag's value: a non-empty path (``Path("")`` would be the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path; name a folder")
+    return Path(text)
 
 
 def positive_int(text: str) -> int:

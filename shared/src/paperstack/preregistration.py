@@ -572,8 +572,9 @@ def changes_since(results: Any, changes: Sequence[Change]) -> list[Change]:
     not in its results. By the entry's date (and time of day, UTC, where it gives one), not by
     the CHANGELOG at the run's revision, because a history may be written down after the fact
     (its entries dated when the change was made). An entry of the run's own day counts as
-    before it unless its time is later than the run's start (to the minute)."""
-    started = str(results.manifest.started or "")
+    before it unless its time is later than the run's start (to the minute). A run that
+    resumed parts computed earlier (``manifest.resumed``) started when its first part did."""
+    started = _first_start(results.manifest)
     day = started[:10]
     if not day:
         return []
@@ -591,6 +592,24 @@ def changes_since(results: Any, changes: Sequence[Change]) -> list[Change]:
         for c in changes
         if c.date > day or (c.date == day and c.time and clock and c.time > clock)
     ]
+
+
+def _first_start(manifest: Any) -> str:
+    """The manifest's start, or its earliest resumed part's when that is earlier (both
+    ISO 8601 times in UTC as paperstack writes them; one that does not parse is ignored)."""
+    started = str(manifest.started or "")
+    parts = getattr(manifest, "resumed", None) or []
+    times = [started] + [str(p.get("started", "")) for p in parts]
+    parsed = []
+    for text in times:
+        try:
+            at = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            continue
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=datetime.timezone.utc)
+        parsed.append((at, text))
+    return min(parsed)[1] if parsed else started
 
 
 def history_for(anchor: Anchor, command: str) -> str:

@@ -501,6 +501,10 @@ class Manifest(_Model):
     host: dict[str, Any] = Field(default_factory=dict)
     started: str = ""
     finished: str | None = None
+    #: The resumable parts (:mod:`paperstack.resume`) this run loaded instead of computing:
+    #: ``[{"key", "file", "started", "seconds", "host"}]``, each computed by an earlier process
+    #: at the same revision with the same flags. None when every part was computed here.
+    resumed: list[dict[str, Any]] | None = None
 
     @classmethod
     def collect(

@@ -164,6 +164,15 @@ def write_report(
     ]
     if m.command:
         run.append("- command: `" + " ".join(m.command) + "`")
+    if m.resumed:
+        run.append(
+            f"- resumed: {len(m.resumed)} part(s) computed by earlier processes at this revision "
+            "with the same flags: "
+            + "; ".join(
+                f"{p.get('key')} ({p.get('started')}, {p.get('seconds')} s on {p.get('host')})"
+                for p in m.resumed
+            )
+        )
     parts.append("\n".join(run) + "\n")
     return atomic_write(out / name, "\n".join(parts))
 

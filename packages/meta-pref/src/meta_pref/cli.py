@@ -27,6 +27,7 @@ stay inside the commands so that ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import warnings
 from pathlib import Path
@@ -154,8 +155,15 @@ def _demo(run: Run) -> Report:
         config = dataclasses_replace_targets(config, run.args.target)
     per_seed: dict[int, Any] = {}
     with run.progress(d.progress_total(config, len(run.seeds)), "seeds x budgets") as bar:
+
+        def one(seed: int) -> Any:
+            return d.run_seed(world, config, seed, log=run.log, advance=bar.advance)
+
         for seed in run.seeds:
-            per_seed[seed] = d.run_seed(world, config, seed, log=run.log, advance=bar.advance)
+            # A seed's values depend on the seed and the flags only (tested): kept as a
+            # resumable part, so a killed run resumes at the next seed and processes can
+            # split --seeds over one --parts folder.
+            per_seed[seed] = run.resumable(f"seed-{seed}", functools.partial(one, seed))
     rows = d.rows_for(per_seed)
     if run.args.real:
         claims = d.real_claims_for(rows, config)

@@ -234,27 +234,41 @@ def run_real(run: Run) -> Report:
     timing: dict[str, float] = {}
     task = settings.task
 
-    t0 = time.perf_counter()
+    def part(key: str, compute: Any) -> Any:
+        """``compute()`` kept as a resumable part (a killed run resumes after the parts it
+        finished; processes with disjoint --seeds share --parts); its seconds are the part's
+        own, also when an earlier process computed it."""
+        t0 = time.perf_counter()
+        value = run.resumable(key, compute)
+        done = [p for p in (run.parts.resumed if run.parts else []) if p["key"] == key]
+        timing[key] = float(done[0]["seconds"]) if done else time.perf_counter() - t0
+        return value
+
     test = verbose_traces(settings.test, seed=EVAL_SEED, split="test", task=task)
-    model, tok = arm.load()
-    base = arm.evaluate(model, tok, test)
-    del model
-    timing["base"] = time.perf_counter() - t0
+
+    def base_accuracy() -> dict[str, Any]:
+        model, tok = arm.load()
+        return arm.evaluate(model, tok, test)
+
+    base = part("base", base_accuracy)
     run.log(f"base {name}: accuracy {base['accuracy']:.3f} on {len(test)} held-out problems")
 
-    t0 = time.perf_counter()
-    validation = arm.seed(settings.validation_seed, settings.validation_eval_seed,
-                          settings.validation_test, ("raw", *BASELINES))  # fmt: skip
+    validation = part(
+        f"validation-{settings.validation_seed}",
+        lambda: arm.seed(settings.validation_seed, settings.validation_eval_seed,
+                         settings.validation_test, ("raw", *BASELINES)),
+    )  # fmt: skip
     best = max(BASELINES, key=lambda b: validation["systems"][b]["accuracy"])
-    timing["validation"] = time.perf_counter() - t0
     run.log(f"validation seed {settings.validation_seed}: best baseline {best} ("
             + ", ".join(f"{b} {validation['systems'][b]['accuracy']:.3f}" for b in BASELINES)
             + ")")  # fmt: skip
 
-    t0 = time.perf_counter()
-    per_seed = {seed: arm.seed(seed, EVAL_SEED, settings.test, ("raw", "minpath", best))
-                for seed in settings.seeds}  # fmt: skip
-    timing["reported"] = time.perf_counter() - t0
+    per_seed = {
+        seed: part(f"seed-{seed}-{best}",
+                   lambda seed=seed: arm.seed(seed, EVAL_SEED, settings.test,
+                                              ("raw", "minpath", best)))
+        for seed in settings.seeds
+    }  # fmt: skip
     rows = real_rows(per_seed, best, round(base["accuracy"] * len(test)), len(test))
     claims = real_claims(rows)
     intro = (
