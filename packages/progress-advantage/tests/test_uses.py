@@ -222,3 +222,18 @@ def test_demo_budget_flags_resize_only_what_they_name():
     assert (small.lm.rl.max_steps, small.lm.rl.min_steps) == (10, 10)  # min never above the cap
     assert small.lm.rl.beta == full.lm.rl.beta
     assert small.mdp == full.mdp
+
+
+def test_an_lm_outcome_survives_its_json_part_exactly():
+    """`demo` keeps each LM seed as a resumable part: the JSON round trip gives back the same
+    outcome (float betas, the RL record, both Uses), so rows built after a resume are equal."""
+    import json
+
+    _, lm = _outcomes()
+    for _, outcome in lm:
+        back = LMOutcome.from_json(json.loads(json.dumps(outcome.to_json())))
+        assert back == outcome
+        assert list(back.betas) == [0.1, 0.5]
+    mdp, lm = _outcomes()
+    again = [(s, LMOutcome.from_json(json.loads(json.dumps(o.to_json())))) for s, o in lm]
+    assert build_rows(mdp, again, (0.1, 0.5)) == build_rows(mdp, lm, (0.1, 0.5))

@@ -28,6 +28,7 @@ Design, fixed before any claim was computed (the README repeats it):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -604,7 +605,13 @@ def run_demo(run: Run) -> Report:
     import torch
 
     from paperstack.report import bar_chart
-    from progress_advantage.experiment import prepare_mc, reference_model, run_lm_seed, run_mdp
+    from progress_advantage.experiment import (
+        mc_from_json,
+        mc_json,
+        reference_model,
+        run_lm_seed,
+        run_mdp,
+    )
 
     real = bool(getattr(run.args, "real", False))
     config = DemoConfig.real() if real else DemoConfig.quick() if run.quick else DemoConfig()
@@ -625,14 +632,27 @@ def run_demo(run: Run) -> Report:
                 mdp[family].append((s, run_mdp(config.mdp, family, s)))
                 bar.advance()
     run.log("(a) tabular MDP done")
-    mc = prepare_mc(reference, tok, config.lm, run.seed)
+    # The MC data and each LM seed are resumable parts (paperstack.resume): a killed run
+    # resumes after the last one finished. Both depend on the run's first seed (the MC
+    # problems and rollouts), so their keys name it.
+    mc_key = f"mc-{run.seed}"
+    mc = mc_from_json(
+        config.lm,
+        run.seed,
+        run.resumable(mc_key, lambda: mc_json(reference, tok, config.lm, run.seed)),
+    )
     run.log(
         f"(b) Monte-Carlo soft advantages: {len(mc.prefixes)} prefixes x "
         f"{config.lm.mc_rollouts} reference rollouts"
     )
+
+    def lm_seed(seed: int) -> dict[str, Any]:
+        return run_lm_seed(reference, tok, config.lm, seed, mc, log=run.log).to_json()
+
     lm: list[tuple[int, LMOutcome]] = []
     for s in run.seeds[: config.lm_seeds]:
-        lm.append((s, run_lm_seed(reference, tok, config.lm, s, mc, log=run.log)))
+        part = run.resumable(f"lm-seed-{s}-{mc_key}", functools.partial(lm_seed, s))
+        lm.append((s, LMOutcome.from_json(part)))
     rows, chosen = build_rows(mdp, lm, config.lm.betas)
     claims, skipped = build_claims(rows, config.lm.betas)
     figures = []

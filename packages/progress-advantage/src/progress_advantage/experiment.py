@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,8 @@ __all__ = [
     "MDPSetup",
     "first_wrong_step",
     "lm_task",
+    "mc_from_json",
+    "mc_json",
     "prepare_mc",
     "reference_model",
     "run_lm_seed",
@@ -349,29 +351,49 @@ class MCData:
 def prepare_mc(reference: Any, tok: Any, setup: LMSetup, seed: int) -> MCData:
     """One reference sample for each of ``mc_trajectories`` test problems and ``mc_rollouts``
     reference continuations of each of its step prefixes (independent of any policy)."""
+    return mc_from_json(setup, seed, mc_json(reference, tok, setup, seed))
+
+
+def _mc_trajectories(setup: LMSetup, seed: int, samples: Sequence[Sequence[str]]) -> Any:
+    """The MC problems (regenerated from the seed), and the trajectories of the samples."""
+    task: Any = lm_task(setup)
+    examples = task.generate(setup.mc_trajectories, seed=50_000 + seed, split="test")
+    data = _label(task, examples, samples)
+    keep = [i for i, t in enumerate(data.trajs) if t is not None]
+    return task, [examples[i] for i in keep], [data.trajs[i] for i in keep]
+
+
+def mc_json(reference: Any, tok: Any, setup: LMSetup, seed: int) -> dict[str, Any]:
+    """:func:`prepare_mc`'s sampling as JSON (a resumable part): the reference's samples and
+    the ``[prefix, rollout]`` rewards; :func:`mc_from_json` rebuilds the trajectories."""
     from progress_advantage.soft_advantage import StepPrefixes, rollout_rewards
 
     task: Any = lm_task(setup)
     examples = task.generate(setup.mc_trajectories, seed=50_000 + seed, split="test")
-    data = _label(
-        task,
-        examples,
-        _sample(reference, tok, [chat_prompt(task, e) for e in examples], 1, 50_000 + seed, setup),
-    )
-    keep = [i for i, t in enumerate(data.trajs) if t is not None]
-    trajs = [data.trajs[i] for i in keep]
-    prefixes = StepPrefixes(trajs)
+    prompts = [chat_prompt(task, e) for e in examples]
+    samples = _sample(reference, tok, prompts, 1, 50_000 + seed, setup)
+    task, kept, trajs = _mc_trajectories(setup, seed, samples)
     rewards = rollout_rewards(
         reference,
         tok,
         task,
-        [examples[i] for i in keep],
-        prefixes,
+        kept,
+        StepPrefixes(trajs),
         setup.mc_rollouts,
         seed=60_000 + seed,
         max_new_tokens=setup.max_new_tokens,
         batch_size=setup.batch_size,
     )
+    return {"samples": [list(c) for c in samples], "rewards": rewards.tolist()}
+
+
+def mc_from_json(setup: LMSetup, seed: int, data: dict[str, Any]) -> MCData:
+    """The :class:`MCData` of :func:`mc_json`'s output (computed now or loaded)."""
+    from progress_advantage.soft_advantage import StepPrefixes
+
+    _, _, trajs = _mc_trajectories(setup, seed, data["samples"])
+    prefixes = StepPrefixes(trajs)
+    rewards = np.asarray(data["rewards"], dtype=np.float64).reshape(len(prefixes), -1)
     return MCData(trajs=trajs, prefixes=prefixes, rewards=rewards)
 
 
@@ -395,6 +417,26 @@ class LMOutcome:
     headroom: dict[str, float]  # reference's own samples: AUROC of its confidences
     reference_accuracy: dict[str, float]
     betas: dict[float, BetaOutcome]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON (a resumable part of ``demo``); :meth:`from_json` inverts it exactly."""
+        out = asdict(self)
+        out["betas"] = [[beta, b] for beta, b in out["betas"].items()]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LMOutcome:
+        betas = {}
+        for beta, b in data["betas"]:
+            betas[float(beta)] = BetaOutcome(
+                **{
+                    **b,
+                    "rl": RLResult(**b["rl"]),
+                    "test": Uses(**b["test"]),
+                    "val": Uses(**b["val"]),
+                }
+            )
+        return cls(data["headroom"], data["reference_accuracy"], betas)
 
 
 def _tables(
