@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from paperstack import records
+from paperstack import records, resume
 from paperstack.contract import ContractCLI, Report, Run
 from paperstack.errors import PaperstackError
 from paperstack.preregistration import Change, changes_since
 from paperstack.records import Row, load_results
-from paperstack.resume import Parts
+from paperstack.resume import Parts, code_identity
+
+CODE = {"packages/toy/src/toy": "abc123"}
 
 
-def _parts(folder: Path, revision: str | None = "abc123", **flags: object) -> Parts:
-    return Parts(folder, "toy-method", "0.1.0", "demo", {"scale": 1.0, **flags}, revision)
+def _parts(folder: Path, code: dict[str, str] | None = None, **flags: object) -> Parts:
+    code = CODE if code is None else code
+    return Parts(folder, "toy-method", "0.1.0", "demo", {"scale": 1.0, **flags}, code)
 
 
 def test_a_part_is_computed_once_and_loaded_as_the_same_json(tmp_path: Path) -> None:
@@ -45,16 +49,16 @@ def test_a_part_is_computed_once_and_loaded_as_the_same_json(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     "other",
     [
-        {"revision": "def456"},  # the code changed
-        {"revision": "abc123", "scale": 2.0},  # a flag changed
+        {"code": {"packages/toy/src/toy": "def456"}},  # the code changed
+        {"code": CODE, "scale": 2.0},  # a flag changed
     ],
 )
-def test_a_part_of_another_revision_or_flags_is_computed_again(
+def test_a_part_of_other_code_or_flags_is_computed_again(
     tmp_path: Path, other: dict[str, object]
 ) -> None:
     _parts(tmp_path).get("seed-0", lambda: 1)
-    revision = other.pop("revision")
-    later = _parts(tmp_path, revision, **other)  # type: ignore[arg-type]
+    code = other.pop("code")
+    later = _parts(tmp_path, code, **other)  # type: ignore[arg-type]
     assert later.get("seed-0", lambda: 2) == 2
     assert later.resumed == []
     assert _parts(tmp_path).get("seed-0", lambda: 3) == 1  # the first one is still there
@@ -65,15 +69,69 @@ def test_the_seed_list_and_output_folder_do_not_change_a_part(tmp_path: Path) ->
     assert _parts(tmp_path, seeds=[1, 2, 3], out="b").get("seed-1", lambda: 8) == 7
 
 
-@pytest.mark.parametrize("revision", [None, "abc123-dirty"])
-def test_nothing_is_kept_when_no_commit_pins_the_code(tmp_path: Path, revision: str | None) -> None:
+def test_nothing_is_kept_when_no_commit_pins_the_code(tmp_path: Path) -> None:
     said: list[str] = []
-    parts = Parts(tmp_path, "toy", "0.1", "demo", {}, revision, log=said.append)
+    parts = Parts(tmp_path, "toy", "0.1", "demo", {}, None, log=said.append, why_not="x is dirty")
     assert parts.get("seed-0", lambda: 1) == 1
     assert parts.get("seed-1", lambda: 2) == 2
     assert not list(tmp_path.iterdir())
     assert len(said) == 1
-    assert "not kept" in said[0]
+    assert "not kept (x is dirty" in said[0]
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_the_code_is_pinned_by_its_folders_trees_not_by_the_commit(tmp_path: Path) -> None:
+    """Parts computed in one session, committed with a report, resume at the later commit;
+    a change to the package's code, committed or not, computes them again."""
+    repo = tmp_path / "repo"
+    pkg, core = repo / "packages" / "toy" / "src" / "toy", repo / "shared" / "src" / "paperstack"
+    for folder in (pkg, core):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("X = 1\n")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+    code, why = code_identity([core, pkg])
+    assert why == ""
+    assert code is not None
+    assert set(code) == {"packages/toy/src/toy", "shared/src/paperstack"}
+    parts_dir = repo / "reports" / "toy" / "parts"
+    assert Parts(parts_dir, "toy", "0.1", "demo", {}, code).get("seed-0", lambda: 41) == 41
+
+    (pkg / "__pycache__").mkdir()  # ignored: still clean
+    (pkg / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (repo / "README.md").write_text("results\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "report and parts")  # the part file itself is committed here
+    later, _ = code_identity([core, pkg])
+    assert later == code
+    again = Parts(parts_dir, "toy", "0.1", "demo", {}, later)
+    assert again.get("seed-0", lambda: 42) == 41
+    assert again.resumed[0]["key"] == "seed-0"
+
+    (pkg / "new.py").write_text("Y = 2\n")  # untracked code
+    assert code_identity([core, pkg]) == (None, f"{pkg} has uncommitted changes")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "code")
+    changed, _ = code_identity([core, pkg])
+    assert changed is not None
+    assert changed["packages/toy/src/toy"] != code["packages/toy/src/toy"]
+    assert changed["shared/src/paperstack"] == code["shared/src/paperstack"]
+    assert Parts(parts_dir, "toy", "0.1", "demo", {}, changed).get("seed-0", lambda: 43) == 43
+
+    outside = tmp_path / "wheel"
+    outside.mkdir()
+    got, why = code_identity([outside])
+    assert got is None
+    assert "not code committed to a git repository" in why
 
 
 def test_bad_keys_values_and_files_are_one_line_errors(tmp_path: Path) -> None:
@@ -120,6 +178,7 @@ def committed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs as from a clean checkout of one commit (this test tree may be dirty)."""
     monkeypatch.setattr(records, "_git_revision", lambda: "0123456789abcdef")
     monkeypatch.setattr(records, "_git_dirty", lambda: None)
+    monkeypatch.setattr(resume, "code_identity", lambda folders: ({"toy": "0123"}, ""))
 
 
 @pytest.mark.usefixtures("committed")
@@ -137,7 +196,10 @@ def test_a_killed_run_resumes_where_it_stopped_with_the_same_numbers(tmp_path: P
     assert got.rows[0].seeds == want.rows[0].seeds
     assert [p["key"] for p in got.manifest.resumed or []] == ["seed-0", "seed-1"]
     assert want.manifest.resumed is None
-    assert "- resumed: 2 part(s) computed by earlier processes" in (out / "report.md").read_text()
+    assert got.manifest.resumed[0]["revision"] == "0123456789abcdef"  # type: ignore[index]
+    report = (out / "report.md").read_text()
+    assert "- resumed: 2 part(s) computed by earlier processes with this code" in report
+    assert " at 0123456789ab)" in report  # the commit each part was computed at
     assert "parts" not in got.manifest.config
 
 

@@ -88,11 +88,12 @@ def test_a_rerun_resumes_every_finished_part_with_the_same_rows(tmp_path, monkey
     accuracy, the validation seed and the reported seed from the parts folder (no training)
     and writes the rows the first run wrote."""
     pytest.importorskip("peft")
-    from paperstack import records
+    from paperstack import records, resume
     from paperstack.testing.zoo import checkpoint
 
     monkeypatch.setattr(records, "_git_revision", lambda: "0123456789abcdef")
     monkeypatch.setattr(records, "_git_dirty", lambda: None)
+    monkeypatch.setattr(resume, "code_identity", lambda folders: ({"code": "0123"}, ""))
     out = tmp_path / "real"
     argv = ["demo", "--real", "--quick", "--no-progress", "--model", str(checkpoint("llama")),
             "--out", str(out)]  # fmt: skip

@@ -59,28 +59,36 @@ def test_demo_real_runs_on_a_tiny_budget(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_killed_demo_resumes_with_the_numbers_of_an_uninterrupted_one(tmp_path, monkeypatch):
     """The MC data and each LM seed are resumable parts. As from a clean checkout: after a
-    run, the part of LM seed 1 is removed (the process was killed during it); the rerun loads
-    the MC data and seed 0, computes seed 1 in a process where seed 0 never ran, and writes
-    the rows of the uninterrupted run (no global random state leaks from one seed to the
-    next)."""
+    run, the part of LM seed 1 is removed (the process was killed during it); a process given
+    only seed 1 and the same --mc-seed loads the MC data and computes seed 1 in a process where
+    seed 0 never ran, and the run that assembles both writes the rows of the uninterrupted run
+    (no global random state leaks from one seed to the next)."""
     from dataclasses import replace
 
     from progress_advantage import demo
 
-    from paperstack import records
+    from paperstack import records, resume
 
     monkeypatch.setattr(records, "_git_revision", lambda: "0123456789abcdef")
     monkeypatch.setattr(records, "_git_dirty", lambda: None)
+    monkeypatch.setattr(resume, "code_identity", lambda folders: ({"code": "0123"}, ""))
     two = replace(demo.DemoConfig.quick(), lm_seeds=2)
     monkeypatch.setattr(demo.DemoConfig, "quick", classmethod(lambda cls: two))
-    out = tmp_path / "run"
-    argv = ["demo", "--quick", "--seeds", "0,1", "--out", str(out), "--no-progress"]
-    assert main(argv) == 0
+    out, parts_dir = tmp_path / "run", tmp_path / "parts"
+    common = ["demo", "--quick", "--mc-seed", "0", "--parts", str(parts_dir), "--no-progress"]
+    assert main([*common, "--seeds", "0,1", "--out", str(out)]) == 0
     first = load_results(out / "results.json")
-    parts = sorted((out / ".parts").iterdir())
+    parts = sorted(parts_dir.iterdir())
     assert [p.name.rsplit("-", 1)[0] for p in parts] == ["lm-seed-0-mc-0", "lm-seed-1-mc-0", "mc-0"]
     next(p for p in parts if p.name.startswith("lm-seed-1-")).unlink()
-    assert main(argv) == 0
+    assert main([*common, "--seeds", "1", "--out", str(tmp_path / "one")]) == 0
+    alone = load_results(tmp_path / "one" / "results.json")
+    assert [p["key"] for p in alone.manifest.resumed or []] == ["mc-0"]
+    assert main([*common, "--seeds", "0,1", "--out", str(out)]) == 0
     again = load_results(out / "results.json")
-    assert [p["key"] for p in again.manifest.resumed or []] == ["mc-0", "lm-seed-0-mc-0"]
+    assert [p["key"] for p in again.manifest.resumed or []] == [
+        "mc-0",
+        "lm-seed-0-mc-0",
+        "lm-seed-1-mc-0",
+    ]
     assert [r.model_dump() for r in again.rows] == [r.model_dump() for r in first.rows]

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from paperstack import preregistration
+from paperstack import preregistration, resume
 from paperstack.errors import PaperstackError, cli_guard
 from paperstack.progress import Progress, quiet_libraries
 from paperstack.records import (
@@ -200,10 +200,12 @@ class Run:
 
     def resumable(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()``'s JSON value, kept as the part ``key`` so that a rerun of the same
-        command, flags and git revision loads it instead (:mod:`paperstack.resume`: the key
+        command, flags and code loads it instead (:mod:`paperstack.resume`: the key
         must name what the value depends on besides the flags, e.g. ``f"seed-{seed}"``)."""
         if self.parts is None:
-            return Parts(self.out, "", "", self.command, {}, None).get(key, compute)
+            return Parts(self.out, "", "", self.command, {}, None, why_not="no parts folder").get(
+                key, compute
+            )
         return self.parts.get(key, compute)
 
     def log(self, message: str) -> None:
@@ -367,8 +369,8 @@ class ContractCLI:
             "--parts",
             type=_folder_path,
             default=None,
-            help="folder of the run's resumable parts (default OUT/.parts): a rerun at the same "
-            "revision with the same flags loads the parts already computed; processes with "
+            help="folder of the run's resumable parts (default OUT/.parts): a rerun of the same "
+            "code with the same flags loads the parts already computed; processes with "
             "disjoint --seeds can share one",
         )
 
@@ -436,14 +438,17 @@ class ContractCLI:
             config.update(seeds=list(seeds), device=device, model=model)
             manifest = Manifest.collect(self.dist, self.version, seed=seeds[0], config=config)
             manifest = manifest.model_copy(update={"preregistration": declared})
+            code, why_not = resume.code_identity(_code_folders(spec.func))
             run.parts = Parts(
                 args.parts if args.parts is not None else out / PARTS_DIRNAME,
                 self.dist,
                 self.version,
                 spec.name,
                 vars(args),
-                manifest.git_revision,
+                code,
                 log=run.log,
+                revision=manifest.git_revision,
+                why_not=why_not,
             )
             started = time.perf_counter()
             report = spec.func(run)
@@ -655,3 +660,18 @@ def trl_precision_args(bf16: bool = False) -> dict[str, Any]:
     field = "activation_checkpointing" if "activation_checkpointing" in names else (
         "gradient_checkpointing")  # fmt: skip
     return {"bf16": bf16, "fp16": False, field: False}
+
+
+def _code_folders(func: Callable[..., Any]) -> list[Path]:
+    """The folders of code a command runs: the core's package and the command's own (where
+    ``func`` is defined), which a resumable part's fingerprint pins (:mod:`paperstack.resume`)."""
+    import paperstack
+
+    folders = [Path(paperstack.__file__).resolve().parent]
+    module = sys.modules.get(getattr(func, "__module__", ""), None)
+    where = getattr(module, "__file__", None)
+    if where:
+        own = Path(where).resolve().parent
+        if own not in folders:
+            folders.append(own)
+    return folders

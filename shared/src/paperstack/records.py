@@ -502,8 +502,8 @@ class Manifest(_Model):
     started: str = ""
     finished: str | None = None
     #: The resumable parts (:mod:`paperstack.resume`) this run loaded instead of computing:
-    #: ``[{"key", "file", "started", "seconds", "host"}]``, each computed by an earlier process
-    #: at the same revision with the same flags. None when every part was computed here.
+    #: ``[{"key", "file", "started", "seconds", "host", "revision"}]``, each computed by an earlier
+    #: process with the same code and flags. None when every part was computed here.
     resumed: list[dict[str, Any]] | None = None
 
     @classmethod

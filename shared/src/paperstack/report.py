@@ -166,10 +166,12 @@ def write_report(
         run.append("- command: `" + " ".join(m.command) + "`")
     if m.resumed:
         run.append(
-            f"- resumed: {len(m.resumed)} part(s) computed by earlier processes at this revision "
-            "with the same flags: "
+            f"- resumed: {len(m.resumed)} part(s) computed by earlier processes with this code "
+            "and the same flags: "
             + "; ".join(
-                f"{p.get('key')} ({p.get('started')}, {p.get('seconds')} s on {p.get('host')})"
+                f"{p.get('key')} ({p.get('started')}, {p.get('seconds')} s on {p.get('host')}"
+                + (f" at {str(p['revision'])[:12]}" if p.get("revision") else "")
+                + ")"
                 for p in m.resumed
             )
         )

@@ -3,14 +3,15 @@
 A real-model arm on a CPU is hours of independent pieces (one seed's training and evaluation
 each). ``run.resumable(f"seed-{seed}", lambda: run_seed(seed))`` writes the piece's value into
 the parts folder (``--parts DIR``, default ``<out>/.parts``) the moment it is computed, and a
-rerun of the same command with the same flags at the same git revision loads it instead of
+rerun of the same command with the same flags and the same code loads it instead of
 computing it again. So a run killed after three of five seeds resumes at the fourth, and two
 processes given disjoint ``--seeds`` and one ``--parts`` folder split the work between them;
 a run with every seed then assembles the result from the folder in seconds.
 
 A part is reused only when its *fingerprint* matches: the distribution and its version, the
 command, every flag except the seed list, ``--out``, ``--parts`` and ``--no-progress``, the
-git revision, and the key. Two conditions follow for the caller:
+*code* (:func:`code_identity`: the git tree of the core's and the command's package folders),
+and the key. Two conditions follow for the caller:
 
 - the key names everything else the value depends on: the seed, and anything derived from the
   run's first seed or from the whole seed list (a value computed from all seeds is not a part);
@@ -18,11 +19,15 @@ git revision, and the key. Two conditions follow for the caller:
   or loaded (tuples become lists, numpy scalars floats), so the code after it sees the same
   thing either way and a resumed run writes the numbers an uninterrupted one writes.
 
-Only a committed tree pins the code, so a run from a tree with uncommitted changes, or outside
-git, keeps no parts (it computes everything, as before). The manifest lists the parts a run
-loaded (``Manifest.resumed``: the key, when and on which host each was computed, its
-seconds), and ``paperstack.preregistration.changes_since`` counts a run as started when its
-first part did.
+The code is pinned by the trees of the folders the run imports, not by the commit: a commit
+that changes nothing the part ran (a report, a README, another package, the parts themselves)
+keeps it valid, so parts computed in one session can be committed and resumed at a later
+commit in the next, while any change to the package's or the core's source computes every part
+again. Code with uncommitted changes there, or outside git (an installed wheel), keeps no parts
+(it computes everything, as before). A part file records the commit it was computed at, for
+provenance. The manifest lists the parts a run loaded (``Manifest.resumed``: the key, when,
+on which host and at which commit each was computed, its seconds), and
+``paperstack.preregistration.changes_since`` counts a run as started when its first part did.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import hashlib
 import json
 import platform
 import re
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,7 +45,7 @@ from typing import Any
 
 from paperstack.errors import PaperstackError
 
-__all__ = ["PARTS_DIRNAME", "Parts", "fingerprint"]
+__all__ = ["PARTS_DIRNAME", "Parts", "code_identity", "fingerprint"]
 
 #: The parts folder inside ``--out`` when ``--parts`` is not given.
 PARTS_DIRNAME = ".parts"
@@ -48,8 +54,41 @@ _NOT_FINGERPRINTED = frozenset({"command", "out", "parts", "no_progress", "seed"
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
+def code_identity(folders: list[Path]) -> tuple[dict[str, str] | None, str]:
+    """The git tree id of each folder of code (``{repository path: tree}``), or None and why.
+
+    None when a folder is outside a git work tree or not committed there, or has uncommitted
+    changes (untracked files that git does not ignore included): then nothing pins the code a
+    part would be reused with. Trees rather than the commit, so that a commit touching nothing
+    under these folders keeps the parts computed before it (see the module docstring).
+    """
+    code: dict[str, str] = {}
+    for folder in folders:
+        try:
+            prefix = _git(folder, "rev-parse", "--show-prefix")
+            tree = _git(folder, "rev-parse", "HEAD:./")
+            changed = _git(folder, "status", "--porcelain", "--untracked-files=normal", "--", ".")
+        except (OSError, subprocess.SubprocessError):
+            return None, f"{folder} is not code committed to a git repository"
+        if changed:
+            return None, f"{folder} has uncommitted changes"
+        code[prefix.rstrip("/") or "."] = tree
+    return code, ""
+
+
+def _git(folder: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10, check=True
+    )
+    return out.stdout.strip()
+
+
 def fingerprint(
-    dist: str, version: str, command: str, flags: Mapping[str, Any], revision: str | None
+    dist: str,
+    version: str,
+    command: str,
+    flags: Mapping[str, Any],
+    code: Mapping[str, str] | None,
 ) -> dict[str, Any]:
     """What a part's value depends on besides its key (see the module docstring)."""
     kept = {k: v for k, v in sorted(flags.items()) if k not in _NOT_FINGERPRINTED}
@@ -58,15 +97,16 @@ def fingerprint(
         "version": version,
         "command": command,
         "flags": json.loads(json.dumps(kept, default=str)),
-        "revision": revision,
+        "code": dict(sorted(code.items())) if code else None,
     }
 
 
 class Parts:
     """The parts folder of one run (``Run.resumable`` delegates here).
 
-    ``revision`` is the run's git revision; None or one ending in ``-dirty`` turns keeping off
-    (:attr:`kept` is False): every part is computed and nothing is written or read.
+    ``code`` is :func:`code_identity`'s; None turns keeping off (:attr:`kept` is False, and
+    ``why_not`` is logged once): every part is computed and nothing is written or read.
+    ``revision``, the commit checked out, is recorded in each part written (provenance only).
     """
 
     def __init__(
@@ -76,12 +116,17 @@ class Parts:
         version: str,
         command: str,
         flags: Mapping[str, Any],
-        revision: str | None,
+        code: Mapping[str, str] | None,
         log: Callable[[str], None] = lambda _: None,
+        *,
+        revision: str | None = None,
+        why_not: str = "",
     ) -> None:
         self.folder = Path(folder)
-        self.fingerprint = fingerprint(dist, version, command, flags, revision)
-        self.kept = bool(revision) and not str(revision).endswith("-dirty")
+        self.fingerprint = fingerprint(dist, version, command, flags, code)
+        self.kept = bool(code)
+        self.revision = revision
+        self._why_not = why_not or "no git tree pins the code"
         self.resumed: list[dict[str, Any]] = []
         self._log = log
         self._told = False
@@ -101,8 +146,8 @@ class Parts:
         if not self.kept:
             if not self._told:
                 self._log(
-                    "parts: not kept (uncommitted changes or no git revision: nothing pins "
-                    "the code a part would be reused with)"
+                    f"parts: not kept ({self._why_not}: nothing pins the code a part would "
+                    "be reused with)"
                 )
                 self._told = True
             return _as_json(compute(), key)
@@ -110,7 +155,8 @@ class Parts:
         if path.exists():
             stored = _read(path)
             if stored.get("fingerprint") == self.fingerprint and stored.get("key") == key:
-                self.resumed.append({k: stored[k] for k in ("key", "started", "seconds", "host")})
+                kept = ("key", "started", "seconds", "host", "revision")
+                self.resumed.append({k: stored[k] for k in kept if k in stored})
                 self.resumed[-1]["file"] = path.name
                 self._log(f"part {key}: resumed from {path} (computed {stored['started']})")
                 return stored["value"]
@@ -124,6 +170,7 @@ class Parts:
             "started": started,
             "seconds": round(time.perf_counter() - t0, 1),
             "host": platform.node(),
+            "revision": self.revision,
             "value": value,
         }
         from paperstack.records import atomic_write

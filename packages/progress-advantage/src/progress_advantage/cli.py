@@ -27,6 +27,7 @@ from paperstack.contract import (
     Report,
     Run,
     check_device,
+    non_negative_int,
     positive_float,
     positive_int,
     settled_heap,
@@ -69,6 +70,14 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         help="the real-model arm: SmolLM2-135M-Instruct as the reference (no SFT), a LoRA "
         "policy at beta 0.1, its gap to the KL-regularised optimum measured first (hours on 2 "
         "CPU cores; sizes in DemoConfig.real)",
+    )
+    p.add_argument(
+        "--mc-seed",
+        type=non_negative_int,
+        default=None,
+        help="seed of the Monte-Carlo data every LM seed is scored against (default: the first "
+        "of --seeds); processes that split --seeds over one --parts folder give the same one, "
+        "and so does the run that assembles their parts",
     )
     p.add_argument(
         "--rl-max-steps",

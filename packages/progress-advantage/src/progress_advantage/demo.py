@@ -600,6 +600,12 @@ def build_claims(rows: Sequence[Row], betas: Sequence[float]) -> tuple[list[Clai
 # ----------------------------------------------------------------------------- run
 
 
+def _mc_seed(run: Run) -> int:
+    """The MC data's seed: ``--mc-seed``, else the run's first seed."""
+    given = getattr(run.args, "mc_seed", None)
+    return run.seed if given is None else int(given)
+
+
 def run_demo(run: Run) -> Report:
     """Both arms on ``run.seeds`` (the LM arm on the first ``lm_seeds``), as rows and claims."""
     import torch
@@ -633,13 +639,15 @@ def run_demo(run: Run) -> Report:
                 bar.advance()
     run.log("(a) tabular MDP done")
     # The MC data and each LM seed are resumable parts (paperstack.resume): a killed run
-    # resumes after the last one finished. Both depend on the run's first seed (the MC
-    # problems and rollouts), so their keys name it.
-    mc_key = f"mc-{run.seed}"
+    # resumes after the last one finished. Both depend on the MC data's seed (the first of
+    # --seeds unless --mc-seed names it, so that processes given disjoint --seeds share it),
+    # so their keys name it.
+    mc_seed = _mc_seed(run)
+    mc_key = f"mc-{mc_seed}"
     mc = mc_from_json(
         config.lm,
-        run.seed,
-        run.resumable(mc_key, lambda: mc_json(reference, tok, config.lm, run.seed)),
+        mc_seed,
+        run.resumable(mc_key, lambda: mc_json(reference, tok, config.lm, mc_seed)),
     )
     run.log(
         f"(b) Monte-Carlo soft advantages: {len(mc.prefixes)} prefixes x "
@@ -744,7 +752,7 @@ def _intro(
         f"each of {lm.n_test} test and {lm.n_val} validation problems per seed, seeds "
         f"{list(run.seeds[: config.lm_seeds])}; Monte-Carlo soft advantages from "
         f"{lm.mc_rollouts} reference rollouts per step prefix of {lm.mc_trajectories} "
-        "reference samples"
+        f"reference samples (MC seed {_mc_seed(run)})"
         + (
             f"; the gap to the KL-regularised optimum on {lm.n_objective} training-split "
             f"prompts per seed, {lm.objective_samples} reference and {lm.objective_samples} "
