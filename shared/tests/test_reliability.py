@@ -375,6 +375,22 @@ def test_an_untouched_results_file_passes_and_carries_its_digest(tmp_path: Path)
     assert loaded.digest.startswith("sha256:")
 
 
+def test_a_file_written_before_the_resumed_field_keeps_its_digest(tmp_path: Path) -> None:
+    """A 0.3 file written before ``Manifest.resumed`` existed was stamped over a manifest
+    without the key; it must still verify (every such committed report failed before)."""
+    import hashlib
+
+    path = _written(tmp_path)
+    data = json.loads(path.read_text())
+    for key in ("resumed", "preregistration"):
+        assert data["manifest"].pop(key) is None
+    data.pop("digest")
+    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data["digest"] = "sha256:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()
+    path.write_text(json.dumps(data))
+    assert load_results(path).digest == data["digest"]
+
+
 def _tamper(path: Path, edit: object) -> None:
     data = json.loads(path.read_text())
     edit(data)  # type: ignore[operator]

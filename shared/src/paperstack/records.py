@@ -1054,9 +1054,11 @@ class Results(_Model):
     def content_digest(self) -> str:
         """``sha256:<hex>`` of the manifest, rows and claims in canonical JSON."""
         exclude: dict[str, Any] = {"digest": True}
-        if self.manifest.preregistration is None:
-            # Absent before 0.3: leaving it out keeps the digests of older files valid.
-            exclude["manifest"] = {"preregistration"}
+        # Fields absent before 0.3 (preregistration) or added within it (resumed): left out
+        # when unset, so the digests of files written before them stay valid.
+        unset = {k for k in ("preregistration", "resumed") if getattr(self.manifest, k) is None}
+        if unset:
+            exclude["manifest"] = unset
         data = self.model_dump(mode="json", by_alias=True, exclude=exclude)
         canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()
